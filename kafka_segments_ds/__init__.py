@@ -1,0 +1,120 @@
+"""Read Apache Kafka log segment files (``.log`` + indexes) directly into Arrow and Spark.
+
+Public API: :func:`read_table`, :func:`iter_batches`, :func:`register` and the exceptions in
+:mod:`kafka_segments_ds.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from kafka_segments_ds.errors import (
+    ChecksumError,
+    CorruptIndexError,
+    CorruptSegmentError,
+    DataLossError,
+    InvalidOptionError,
+    KafkaSegmentsError,
+    LimitExceededError,
+    MissingCodecError,
+    OutputExistsError,
+    UnsupportedFormatError,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChecksumError",
+    "CorruptIndexError",
+    "CorruptSegmentError",
+    "DataLossError",
+    "InvalidOptionError",
+    "KafkaSegmentsError",
+    "LimitExceededError",
+    "MissingCodecError",
+    "OutputExistsError",
+    "UnsupportedFormatError",
+    "__version__",
+    "iter_batches",
+    "read_table",
+]
+
+
+def iter_batches(
+    path: str | list[str], columns: list[str] | None = None, **options: Any
+) -> Iterator[pa.RecordBatch]:
+    """Stream the records under ``path`` as Arrow record batches of bounded size.
+
+    Takes the same arguments as :func:`read_table`; memory stays bounded by the read window
+    (``readChunkBytes``) and the decompressed size of the batches in it.
+    """
+    from kafka_segments_ds.options import parse_read_options
+    from kafka_segments_ds.planning import plan_scan
+    from kafka_segments_ds.reader import read_task
+    from kafka_segments_ds.schema import check_columns, default_columns
+
+    opts = parse_read_options(options)
+    cols = (
+        check_columns(columns)
+        if columns is not None
+        else default_columns(opts.include_headers, opts.include_metadata)
+    )
+    plan = plan_scan(path, opts)
+    for task in plan.tasks:
+        yield from read_task(task, opts, cols)
+
+
+def read_table(path: str | list[str], columns: list[str] | None = None, **options: Any) -> pa.Table:
+    """Read Kafka log segments into a :class:`pyarrow.Table`.
+
+    Parameters
+    ----------
+    path
+        A log dir of ``<topic>-<partition>`` directories, one partition directory, one ``.log``
+        file, a glob, or a list of those. Local paths or URIs pyarrow.fs understands
+        (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``, ``file://``).
+    columns
+        Column names to return (any of the catalogue, see the README); default: Spark's Kafka
+        source columns, plus ``headers`` / metadata columns when those options are set.
+    **options
+        Reader options, names case-insensitive, values as Python values or strings:
+        ``iteration`` (``deep`` | ``shallow``), ``subscribe``, ``subscribePattern``, ``assign``,
+        ``startingOffsets`` / ``endingOffsets`` (``earliest`` / ``latest`` / JSON, ending
+        exclusive), ``startingTimestamp`` / ``endingTimestamp``,
+        ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``, ``isolationLevel``,
+        ``includeHeaders``, ``includeMetadata``, ``mode`` (``FAILFAST`` | ``DROPMALFORMED``),
+        ``verifyChecksums``, ``failOnDataLoss``, ``maxDecompressedBytes``, ``maxBatchBytes``,
+        ``readChunkBytes``; ``fs.*`` keys configure remote storage.
+
+    Returns
+    -------
+    pyarrow.Table
+        One row per record (deep) or per batch / wrapper message (shallow), in
+        (topic, partition, offset) order.
+
+    Raises
+    ------
+    InvalidOptionError
+        Unknown option or bad value.
+    CorruptSegmentError
+        Malformed data with ``mode=FAILFAST``; the message names file, byte position and offset.
+    DataLossError
+        Requested offsets are gone from the archive and ``failOnDataLoss`` is true.
+    """
+    import pyarrow as pa
+
+    from kafka_segments_ds.options import parse_read_options
+    from kafka_segments_ds.schema import arrow_schema, check_columns, default_columns
+
+    opts = parse_read_options(options)
+    cols = (
+        check_columns(columns)
+        if columns is not None
+        else default_columns(opts.include_headers, opts.include_metadata)
+    )
+    batches = list(iter_batches(path, list(cols), **options))
+    return pa.Table.from_batches(batches, schema=arrow_schema(cols))

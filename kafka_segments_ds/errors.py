@@ -1,0 +1,107 @@
+"""Exception hierarchy.
+
+Every error raised on bad input derives from :class:`KafkaSegmentsError` and says where the
+problem is (file, byte position, offset) and what was expected versus found.
+"""
+
+from __future__ import annotations
+
+
+class KafkaSegmentsError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class CorruptSegmentError(KafkaSegmentsError):
+    """A ``.log`` entry is malformed.
+
+    ``path`` is the file (or ``None`` for an in-memory buffer), ``position`` the byte position in
+    that file of the entry at fault, ``offset`` the Kafka offset of the entry when it is known.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.path = path
+        self.position = position
+        self.offset = offset
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file {self.path}")
+        if self.position is not None:
+            where.append(f"byte position {self.position}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def located(
+        self, *, path: str | None = None, position_shift: int = 0, offset: int | None = None
+    ) -> CorruptSegmentError:
+        """Return a copy of this error placed in a file: decoders see buffers, readers see files."""
+        position = None if self.position is None else self.position + position_shift
+        return type(self)(
+            self.reason,
+            path=path if path is not None else self.path,
+            position=position,
+            offset=offset if offset is not None else self.offset,
+        )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # Spark pickles worker errors back to the driver; keep the type and the fields.
+        return (_rebuild, (type(self), self.reason, self.path, self.position, self.offset))
+
+
+def _rebuild(
+    cls: type[CorruptSegmentError],
+    reason: str,
+    path: str | None,
+    position: int | None,
+    offset: int | None,
+) -> CorruptSegmentError:
+    return cls(reason, path=path, position=position, offset=offset)
+
+
+class ChecksumError(CorruptSegmentError):
+    """A stored CRC does not match the bytes it covers."""
+
+
+class CorruptIndexError(KafkaSegmentsError):
+    """An ``.index``, ``.timeindex`` or ``.txnindex`` file cannot be used."""
+
+
+class UnsupportedFormatError(CorruptSegmentError):
+    """A well-framed entry uses something we do not read (unknown codec id, magic > 2)."""
+
+
+class MissingCodecError(KafkaSegmentsError):
+    """The Python package for a compression codec is not installed."""
+
+    def __init__(self, codec: str, package: str) -> None:
+        super().__init__(
+            f"reading {codec}-compressed batches needs the '{package}' package: "
+            f"pip install {package}"
+        )
+
+
+class InvalidOptionError(KafkaSegmentsError, ValueError):
+    """A user option has an unknown name or a bad value."""
+
+
+class OutputExistsError(KafkaSegmentsError):
+    """The write target already holds data and the save mode forbids touching it."""
+
+
+class DataLossError(KafkaSegmentsError):
+    """Requested offsets are no longer in the archive (``failOnDataLoss=true``)."""
+
+
+class LimitExceededError(CorruptSegmentError):
+    """An entry would need more memory than the configured bound (e.g. a decompression bomb)."""

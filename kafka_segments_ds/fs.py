@@ -1,0 +1,224 @@
+"""The pyarrow.fs seam: path/URI resolution, glob expansion and ranged reads.
+
+Everything here works through :class:`pyarrow.fs.FileSystem`, so local disks, S3, GCS, HDFS and
+Azure behave alike. The filesystems returned by :func:`resolve` pickle (Spark ships them to
+executors). Paths handed around after resolution are the filesystem's own paths: absolute POSIX
+paths for the local filesystem, ``bucket/key`` for object stores.
+
+S3 options (keys are case-insensitive; any other ``fs.s3.*`` key is an error, other keys are
+ignored so the whole reader option map can be passed in):
+
+* ``fs.s3.endpoint`` or ``endpoint_override`` -> ``endpoint_override`` (an ``http://`` or
+  ``https://`` prefix is stripped and sets ``scheme`` unless ``fs.s3.scheme`` is given)
+* ``fs.s3.accessKey`` -> ``access_key``; ``fs.s3.secretKey`` -> ``secret_key``;
+  ``fs.s3.sessionToken`` -> ``session_token``
+* ``fs.s3.region`` -> ``region``
+* ``fs.s3.scheme`` -> ``scheme`` (``http`` or ``https``)
+* ``fs.s3.allowAnonymous`` -> ``anonymous`` (``true`` or ``false``)
+
+When none of these is given, ``s3://`` URIs go through ``FileSystem.from_uri`` (which reads
+credentials from the environment and may contact AWS to find the bucket's region).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from kafka_segments_ds.errors import InvalidOptionError
+
+GLOB_CHARS = frozenset("*?[")
+
+# Option key (lower case) -> S3FileSystem keyword argument.
+_S3_OPTIONS = {
+    "fs.s3.endpoint": "endpoint_override",
+    "endpoint_override": "endpoint_override",
+    "fs.s3.accesskey": "access_key",
+    "fs.s3.secretkey": "secret_key",
+    "fs.s3.sessiontoken": "session_token",
+    "fs.s3.region": "region",
+    "fs.s3.scheme": "scheme",
+    "fs.s3.allowanonymous": "anonymous",
+}
+# Hadoop spellings of S3 that Spark users type; pyarrow knows only s3://.
+_S3_ALIASES = frozenset({"s3", "s3a", "s3n"})
+_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
+# A trailing '?key=value&...' without '/' is a URI query (e.g. s3://b/k?region=eu-west-1);
+# any other '?' is a glob character.
+_QUERY = re.compile(r"\?(?P<query>[A-Za-z_][\w.-]*=[^/?]*(?:&[A-Za-z_][\w.-]*=[^/?]*)*)$")
+
+
+def has_glob(path: str) -> bool:
+    """True when ``path`` contains a glob character (``*``, ``?`` or ``[``)."""
+    return any(c in GLOB_CHARS for c in path)
+
+
+def _split_glob(parts: list[str]) -> tuple[list[str], list[str]]:
+    """Split path components at the first one holding a glob character."""
+    for i, part in enumerate(parts):
+        if has_glob(part):
+            return parts[:i], parts[i:]
+    return parts, []
+
+
+def resolve(
+    path: str, options: Mapping[str, str] | None = None
+) -> tuple[pafs.FileSystem, str]:
+    """Return ``(filesystem, path in that filesystem)`` for a local path or a URI.
+
+    Local paths (relative, absolute, ``~``) give the local filesystem and an absolute POSIX path.
+    URIs (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``, ``file://``, ...) go through
+    ``pyarrow.fs.FileSystem.from_uri``; for S3 the options in the module docstring apply. Glob
+    characters are kept in the returned path: only the prefix before the first glob component
+    is resolved.
+    """
+    match = _URI.match(path)
+    if match is None:
+        local = os.path.abspath(os.path.expanduser(path))
+        return pafs.LocalFileSystem(), local.replace(os.sep, "/")
+
+    scheme = match["scheme"].lower()
+    rest = match["rest"]
+    query = ""
+    query_match = _QUERY.search(rest)
+    if query_match is not None:
+        query = "?" + query_match["query"]
+        rest = rest[: query_match.start()]
+
+    # rest = authority + path; globbing the authority (bucket, host) is not supported.
+    prefix_parts, glob_parts = _split_glob(rest.split("/"))
+    if glob_parts and not prefix_parts:
+        raise InvalidOptionError(f"glob characters are not supported in the host/bucket of {path}")
+    # file:///* leaves only the empty root component: resolve the root itself.
+    prefix = "/".join(prefix_parts) if prefix_parts != [""] else "/"
+
+    if scheme in _S3_ALIASES:
+        s3_kwargs = _s3_kwargs(options or {})
+        if s3_kwargs:
+            bucket_and_key = prefix.strip("/")
+            if not bucket_and_key:
+                raise InvalidOptionError(f"no bucket in {path}")
+            return pafs.S3FileSystem(**s3_kwargs), _join(bucket_and_key, glob_parts)
+        scheme = "s3"
+
+    filesystem, resolved = pafs.FileSystem.from_uri(f"{scheme}://{prefix}{query}")
+    return filesystem, _join(resolved, glob_parts)
+
+
+def _join(prefix: str, parts: list[str]) -> str:
+    if not parts:
+        return prefix
+    return posixpath.join(prefix, *parts) if prefix else "/".join(parts)
+
+
+def _s3_kwargs(options: Mapping[str, str]) -> dict[str, object]:
+    """Map the S3 options (module docstring) to ``S3FileSystem`` keyword arguments."""
+    kwargs: dict[str, object] = {}
+    for key, value in options.items():
+        lowered = key.lower()
+        target = _S3_OPTIONS.get(lowered)
+        if target is None:
+            if lowered.startswith("fs.s3."):
+                known = ", ".join(sorted(k for k in _S3_OPTIONS if k.startswith("fs.s3.")))
+                raise InvalidOptionError(f"unknown S3 option {key!r}; known: {known}")
+            continue
+        kwargs[target] = value
+
+    if "anonymous" in kwargs:
+        flag = str(kwargs["anonymous"]).strip().lower()
+        if flag not in ("true", "false"):
+            raise InvalidOptionError(
+                f"fs.s3.allowAnonymous must be true or false, got {kwargs['anonymous']!r}"
+            )
+        kwargs["anonymous"] = flag == "true"
+    endpoint = kwargs.get("endpoint_override")
+    if isinstance(endpoint, str) and "://" in endpoint:
+        endpoint_scheme, _, host = endpoint.partition("://")
+        kwargs["endpoint_override"] = host.rstrip("/")
+        kwargs.setdefault("scheme", endpoint_scheme.lower())
+    if "scheme" in kwargs:
+        kwargs["scheme"] = str(kwargs["scheme"]).lower()
+        if kwargs["scheme"] not in ("http", "https"):
+            raise InvalidOptionError(f"fs.s3.scheme must be http or https, got {kwargs['scheme']!r}")
+    return kwargs
+
+
+def expand_glob(filesystem: pafs.FileSystem, pattern: str) -> list[str]:
+    """Sorted paths matching ``pattern``, matched per path component with :func:`fnmatchcase`.
+
+    The non-glob prefix is listed, then each level below it, one listing per matching directory
+    (``**`` has no special meaning). A pattern without glob characters gives ``[pattern]`` if
+    it exists, else ``[]``. As in :mod:`fnmatch`, ``*`` also matches names starting with ``.``.
+    """
+    return [info.path for info in glob_file_info(filesystem, pattern)]
+
+
+def glob_file_info(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
+    """Like :func:`expand_glob` but returns the listings' ``FileInfo`` (type and size)."""
+    pattern = pattern.rstrip("/") or "/"
+    prefix_parts, glob_parts = _split_glob(pattern.split("/"))
+    if not glob_parts:
+        info = filesystem.get_file_info(pattern)
+        return [] if info.type == pafs.FileType.NotFound else [info]
+    prefix = "/".join(prefix_parts)
+    if not prefix:
+        if not pattern.startswith("/"):
+            raise InvalidOptionError(f"cannot glob the first component of {pattern!r}")
+        prefix = "/"
+
+    current = [filesystem.get_file_info(prefix)]
+    for depth, part in enumerate(glob_parts):
+        last = depth == len(glob_parts) - 1
+        matched: list[pafs.FileInfo] = []
+        for directory in current:
+            if directory.type != pafs.FileType.Directory:
+                continue
+            if has_glob(part):
+                selector = pafs.FileSelector(directory.path, allow_not_found=True)
+                matched.extend(
+                    info
+                    for info in filesystem.get_file_info(selector)
+                    if (last or info.type == pafs.FileType.Directory)
+                    and fnmatch.fnmatchcase(info.base_name, part)
+                )
+            else:
+                # A literal component after a glob one: check it directly, no listing needed.
+                info = filesystem.get_file_info(posixpath.join(directory.path, part))
+                if info.type == pafs.FileType.Directory or (
+                    last and info.type != pafs.FileType.NotFound
+                ):
+                    matched.append(info)
+        current = matched
+    return sorted(current, key=lambda info: info.path)
+
+
+def read_range(filesystem: pafs.FileSystem, path: str, start: int, length: int) -> pa.Buffer:
+    """Read ``length`` bytes at ``start``; a read past the end is returned short."""
+    if start < 0 or length < 0:
+        raise ValueError(f"invalid range start={start} length={length} for {path}")
+    with filesystem.open_input_file(path) as stream:
+        if length == 0:
+            return pa.py_buffer(b"")
+        return stream.read_at(length, start)
+
+
+def read_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
+    """Read a whole file."""
+    with filesystem.open_input_file(path) as stream:
+        return stream.read_buffer()
+
+
+def file_size(filesystem: pafs.FileSystem, path: str) -> int:
+    """Size of a file in bytes; ``FileNotFoundError`` / ``IsADirectoryError`` otherwise."""
+    info = filesystem.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if info.type == pafs.FileType.Directory:
+        raise IsADirectoryError(f"is a directory: {path}")
+    return int(info.size)

@@ -1,0 +1,293 @@
+"""Discovery of Kafka partitions and segments on disk (FORMAT §6.1, §7.1).
+
+A broker log dir (a ``log.dirs`` entry) holds one directory per partition replica::
+
+    <log dir>/
+      meta.properties, .lock, .kafka_cleanshutdown, *-checkpoint     ignored
+      <topic>-<partition>/                                          e.g. my-topic.v2-13
+        00000000000000368769.log        segment: batches from base offset 368769
+        00000000000000368769.index      offset index    (optional)
+        00000000000000368769.timeindex  time index      (optional)
+        00000000000000368769.txnindex   aborted txns    (optional, created lazily)
+        00000000000000368769.snapshot   producer state  ignored
+        *.deleted, *.cleaned, *.swap    transient       ignored
+        leader-epoch-checkpoint, partition.metadata     ignored
+      <topic>-<partition>.<32 hex>-delete | -future | -stray/        skipped
+
+The partition number is the text after the last ``-``; the topic (``[a-zA-Z0-9._-]``, at most 249
+characters, not ``.`` or ``..``) may itself contain ``-`` and ``.``. Segment files are named by
+their base offset, 20 digits zero-padded; the offset is the text before the first ``.``.
+
+All listing goes through ``pyarrow.fs`` (``get_file_info`` / ``FileSelector``), whose results carry
+file sizes, so planning thousands of segments costs a few listing calls and no per-file stat.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.fs import glob_file_info, has_glob
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SWAP_SUFFIX = ".swap"
+SEGMENT_NAME_DIGITS = 20
+MAX_TOPIC_LENGTH = 249
+MAX_PARTITION = 2**31 - 1  # Kafka parses the partition with Integer.parseInt
+
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_DIGITS = re.compile(r"[0-9]+")
+# Kafka's names for a replica awaiting deletion, moving between log dirs, or not assigned here:
+# '<topic>-<partition>.<uuid without dashes>-<suffix>' (the topic may be truncated).
+_SPECIAL_PARTITION_DIR = re.compile(r".*-[0-9]+\.[0-9a-fA-F]{32}-(?:delete|future|stray)")
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    """One segment: its ``.log`` file and the sibling index files that exist."""
+
+    path: str  # the .log file
+    base_offset: int  # from the file name
+    size: int  # .log size in bytes
+    index_path: str | None  # sibling .index, if present
+    timeindex_path: str | None
+    txnindex_path: str | None
+    index_size: int = 0
+    timeindex_size: int = 0
+    txnindex_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLog:
+    """The segments of one partition directory, sorted by base offset."""
+
+    topic: str | None  # None when the directory is not named <topic>-<partition>
+    partition: int | None
+    directory: str
+    segments: tuple[SegmentRef, ...]
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``'<topic>-<partition>'`` -> ``(topic, partition)``; ``None`` if not a plain partition dir.
+
+    Splits at the last ``-`` as Kafka does, so ``-delete``/``-future``/``-stray`` directories
+    (whose last component is not a number) and invalid topics give ``None``.
+    """
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not _DIGITS.fullmatch(partition) or not _TOPIC.fullmatch(topic):
+        return None
+    if len(topic) > MAX_TOPIC_LENGTH or topic in (".", ".."):
+        return None
+    number = int(partition)
+    if number > MAX_PARTITION:
+        return None
+    return topic, number
+
+
+def is_special_partition_dir(name: str) -> bool:
+    """True for ``<topic>-<partition>.<uuid>-delete``, ``-future`` and ``-stray`` directories."""
+    return _SPECIAL_PARTITION_DIR.fullmatch(name) is not None
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """``'00000000000000000123.log'`` -> ``(123, '.log')``; ``None`` when not offset-named.
+
+    The base offset is the text before the first ``.`` and must be all digits (Kafka writes 20;
+    any count is accepted). The suffix is the rest, e.g. ``.index`` or ``.log.deleted``.
+    """
+    stem, dot, rest = name.partition(".")
+    if not dot or not _DIGITS.fullmatch(stem):
+        return None
+    return int(stem), dot + rest
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """File name for a segment file: ``segment_file_name(123, '.log')`` -> 20 digits + ``.log``."""
+    if base_offset < 0:
+        raise ValueError(f"base offset must be >= 0, got {base_offset}")
+    if not suffix.startswith("."):
+        suffix = "." + suffix
+    return f"{base_offset:0{SEGMENT_NAME_DIGITS}d}{suffix}"
+
+
+def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
+    """Find the partitions and segments under ``path``, sorted by (topic, partition).
+
+    ``path`` (already resolved for ``filesystem``, see :func:`kafka_segments_ds.fs.resolve`) is
+    a log dir, one partition directory, a single ``.log`` file, or a glob whose matches are each
+    one of these. A directory holding ``.log`` segment files is a partition directory; any other
+    directory is a log dir whose ``<topic>-<partition>`` subdirectories are read. Skipped:
+    transient ``.deleted``/``.cleaned``/``.swap`` files, snapshots, checkpoints, metadata files,
+    index files without a ``.log``, ``-delete``/``-future``/``-stray`` directories (inside a log
+    dir or matched by a glob; a directory named explicitly is read, with topic ``None``), and
+    files a glob matches that are not ``.log`` segments.
+
+    Raises ``FileNotFoundError`` when ``path`` does not exist or a glob matches nothing, and
+    :class:`InvalidOptionError` when ``path`` names a file that is not a ``.log`` segment. A
+    directory without segments gives an empty list.
+    """
+    path = path.rstrip("/") or "/"
+    found: dict[str, _Partition] = {}
+
+    if has_glob(path):
+        matches = glob_file_info(filesystem, path)
+        if not matches:
+            raise FileNotFoundError(f"no file or directory matches {path}")
+        log_files: dict[str, set[str]] = {}
+        for info in matches:
+            if info.type == pafs.FileType.Directory:
+                if not is_special_partition_dir(info.base_name):
+                    _discover_directory(filesystem, info.path, found)
+            elif _is_log_file(info.base_name):
+                parent = posixpath.dirname(info.path)
+                if not is_special_partition_dir(posixpath.basename(parent)):
+                    log_files.setdefault(parent, set()).add(info.path)
+        for directory, paths in log_files.items():
+            _discover_log_files(filesystem, directory, paths, found)
+    else:
+        info = filesystem.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"no such file or directory: {path}")
+        if info.type == pafs.FileType.Directory:
+            _discover_directory(filesystem, path, found)
+        elif _is_log_file(info.base_name):
+            _discover_log_files(filesystem, posixpath.dirname(path), {path}, found)
+        else:
+            raise InvalidOptionError(
+                f"{path} is not a Kafka segment file (expected <20-digit base offset>.log), "
+                "a partition directory or a log directory"
+            )
+
+    result = [partition.freeze() for partition in found.values() if partition.segments]
+    result.sort(
+        key=lambda p: (
+            p.topic is None,
+            p.topic or "",
+            -1 if p.partition is None else p.partition,
+            p.directory,
+        )
+    )
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Internals
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Partition:
+    """Mutable accumulator for one directory; a glob may reach it more than once."""
+
+    directory: str
+    segments: dict[str, SegmentRef]
+
+    def freeze(self) -> PartitionLog:
+        parsed = parse_partition_dir_name(posixpath.basename(self.directory))
+        topic, partition = parsed if parsed is not None else (None, None)
+        ordered = sorted(self.segments.values(), key=lambda s: (s.base_offset, s.path))
+        return PartitionLog(topic, partition, self.directory, tuple(ordered))
+
+
+def _is_log_file(name: str) -> bool:
+    parsed = parse_segment_file_name(name)
+    return parsed is not None and parsed[1] == LOG_SUFFIX
+
+
+def _discover_directory(
+    filesystem: pafs.FileSystem, directory: str, found: dict[str, _Partition]
+) -> None:
+    """Read a partition directory or a log dir with a single recursive listing."""
+    # One recursive listing is one paginated request on object stores, far cheaper than a
+    # listing per partition directory; levels below the partition directories are ignored.
+    children: dict[str, list[pafs.FileInfo]] = {}
+    for info in filesystem.get_file_info(pafs.FileSelector(directory, recursive=True)):
+        children.setdefault(posixpath.dirname(info.path), []).append(info)
+
+    top = children.get(directory, [])
+    if any(info.type == pafs.FileType.File and _is_log_file(info.base_name) for info in top):
+        _collect(directory, top, None, found)
+        return
+    for info in top:
+        if info.type == pafs.FileType.Directory and parse_partition_dir_name(info.base_name):
+            _collect(info.path, children.get(info.path, []), None, found)
+
+
+def _discover_log_files(
+    filesystem: pafs.FileSystem,
+    directory: str,
+    paths: set[str],
+    found: dict[str, _Partition],
+) -> None:
+    """Read the named ``.log`` files of one directory, with their index siblings."""
+    listing = filesystem.get_file_info(pafs.FileSelector(directory or "/"))
+    listed = {info.path for info in listing}
+    missing = sorted(paths - listed)
+    if missing:
+        raise FileNotFoundError(f"no such file or directory: {missing[0]}")
+    _collect(directory, listing, paths, found)
+
+
+def _collect(
+    directory: str,
+    files: Iterable[pafs.FileInfo],
+    only: set[str] | None,
+    found: dict[str, _Partition],
+) -> None:
+    """Turn one directory's listing into SegmentRefs (restricted to ``only`` when given)."""
+    logs: dict[str, pafs.FileInfo] = {}
+    siblings: dict[tuple[str, str], pafs.FileInfo] = {}
+    swaps = []
+    for info in files:
+        if info.type != pafs.FileType.File:
+            continue
+        parsed = parse_segment_file_name(info.base_name)
+        if parsed is None:
+            continue  # checkpoints, partition.metadata, KRaft <offset>-<epoch>.checkpoint, ...
+        stem = info.base_name.partition(".")[0]
+        suffix = parsed[1]
+        if suffix == LOG_SUFFIX:
+            if only is None or info.path in only:
+                logs[stem] = info
+        elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            siblings[(stem, suffix)] = info
+        elif suffix.endswith(SWAP_SUFFIX):
+            swaps.append(info.base_name)
+        # Anything else (.snapshot, .deleted, .cleaned, ...) is not segment data to read.
+
+    if swaps:
+        # A surviving .swap is the authoritative content for its offset range (FORMAT §7.2);
+        # we read the regular files, which may hold the pre-compaction data for that range.
+        _logger.warning(
+            "%s holds unfinished .swap files (%s); reading the regular segment files instead",
+            directory,
+            ", ".join(sorted(swaps)),
+        )
+
+    partition = found.setdefault(directory, _Partition(directory, {}))
+    for stem, info in logs.items():
+        index = siblings.get((stem, INDEX_SUFFIX))
+        timeindex = siblings.get((stem, TIME_INDEX_SUFFIX))
+        txnindex = siblings.get((stem, TXN_INDEX_SUFFIX))
+        partition.segments[info.path] = SegmentRef(
+            path=info.path,
+            base_offset=int(stem),
+            size=int(info.size),
+            index_path=None if index is None else index.path,
+            timeindex_path=None if timeindex is None else timeindex.path,
+            txnindex_path=None if txnindex is None else txnindex.path,
+            index_size=0 if index is None else int(index.size),
+            timeindex_size=0 if timeindex is None else int(timeindex.size),
+            txnindex_size=0 if txnindex is None else int(txnindex.size),
+        )

@@ -1,0 +1,265 @@
+"""User options (case-insensitive strings, as Spark passes them) -> a frozen ReadOptions.
+
+Names and meanings follow Spark's Kafka source wherever it has the same option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_READ_CHUNK_BYTES = 16 * 1024 * 1024
+
+# option name (lower case) -> canonical spelling, for messages
+READ_OPTIONS = {
+    name.lower(): name
+    for name in (
+        "iteration",
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "isolationLevel",
+        "includeHeaders",
+        "includeMetadata",
+        "mode",
+        "verifyChecksums",
+        "failOnDataLoss",
+        "maxDecompressedBytes",
+        "maxBatchBytes",
+        "readChunkBytes",
+        "maxBytesPerPartition",
+        "minPartitions",
+    )
+}
+# passed through to storage / Spark and not ours to validate
+PASSTHROUGH_PREFIXES = ("fs.", "path", "paths")
+
+PartitionKey = tuple[str | None, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """Validated read options. Offsets maps use EARLIEST (-2) / LATEST (-1) like Spark's JSON."""
+
+    iteration: str = "deep"
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    assign: tuple[tuple[str, int], ...] | None = None
+    starting_offsets: tuple[tuple[str, int, int], ...] | None = None  # None = earliest
+    ending_offsets: tuple[tuple[str, int, int], ...] | None = None  # None = latest
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    starting_offsets_by_timestamp: tuple[tuple[str, int, int], ...] | None = None
+    ending_offsets_by_timestamp: tuple[tuple[str, int, int], ...] | None = None
+    starting_by_timestamp_strategy: str = "error"
+    read_committed: bool = False
+    include_headers: bool = False
+    include_metadata: bool = False
+    mode: str = "FAILFAST"
+    verify_checksums: bool = True
+    fail_on_data_loss: bool = True
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    max_batch_bytes: int = 2**31 - 1
+    read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    max_bytes_per_partition: int = 128 * 1024 * 1024
+    min_partitions: int | None = None
+    storage: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def deep(self) -> bool:
+        return self.iteration == "deep"
+
+    @property
+    def drop_malformed(self) -> bool:
+        return self.mode == "DROPMALFORMED"
+
+    def storage_options(self) -> dict[str, str]:
+        return dict(self.storage)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidOptionError(f"option {name} must be true or false, not {value!r}")
+
+
+def _int(name: str, value: Any, minimum: int | None = None) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError as err:
+        raise InvalidOptionError(f"option {name} must be an integer, not {value!r}") from err
+    if minimum is not None and number < minimum:
+        raise InvalidOptionError(f"option {name} must be >= {minimum}, not {number}")
+    return number
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...], upper: bool = False) -> str:
+    text = str(value).strip()
+    text = text.upper() if upper else text.lower()
+    if text not in choices:
+        raise InvalidOptionError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
+    return text
+
+
+def _json(name: str, value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return value
+    try:
+        return json.loads(str(value))
+    except json.JSONDecodeError as err:
+        raise InvalidOptionError(f"option {name} is not valid JSON: {err}") from err
+
+
+def _partition_map(
+    name: str, value: Any, *, allow: tuple[int, ...], what: str
+) -> tuple[tuple[str, int, int], ...]:
+    """Parse ``{"topic": {"0": 23, "1": -2}}`` into sorted (topic, partition, number) triples."""
+    data = _json(name, value)
+    if not isinstance(data, dict):
+        raise InvalidOptionError(f'option {name} must be a JSON object like {{"topic":{{"0":{what}}}}}')
+    out = []
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise InvalidOptionError(f"option {name}: value for topic {topic!r} must be an object")
+        for part, number in parts.items():
+            p = _int(f"{name} partition of {topic}", part, minimum=0)
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise InvalidOptionError(f"option {name}: {topic}-{p} must map to an integer")
+            if number < 0 and number not in allow:
+                raise InvalidOptionError(
+                    f"option {name}: {topic}-{p} = {number} is not allowed here"
+                )
+            out.append((str(topic), p, number))
+    return tuple(sorted(out))
+
+
+def _offsets(name: str, value: Any, *, starting: bool) -> tuple[tuple[str, int, int], ...] | None:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text == "earliest":
+        if not starting:
+            raise InvalidOptionError("endingOffsets cannot be 'earliest' in a batch query")
+        return None
+    if text == "latest":
+        if starting:
+            raise InvalidOptionError("startingOffsets cannot be 'latest' in a batch query")
+        return None
+    allow = (EARLIEST,) if starting else (LATEST,)
+    return _partition_map(name, value, allow=allow, what="23")
+
+
+def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) -> ReadOptions:
+    """Validate user options (names case-insensitive) into :class:`ReadOptions`."""
+    raw: dict[str, Any] = {}
+    for source in (options or {}, kwargs):
+        for key, value in source.items():
+            lowered = key.lower()
+            if lowered in raw:
+                raise InvalidOptionError(f"option {key} given twice")
+            raw[lowered] = value
+    storage: list[tuple[str, str]] = []
+    for key in list(raw):
+        if key not in READ_OPTIONS:
+            if key.startswith(PASSTHROUGH_PREFIXES):
+                storage.append((key, str(raw.pop(key))))
+                continue
+            raise InvalidOptionError(
+                f"unknown option {key!r}; known options: {', '.join(READ_OPTIONS.values())}"
+            )
+    fields: dict[str, Any] = {"storage": tuple(sorted(storage))}
+    get = raw.get
+    if (v := get("iteration")) is not None:
+        fields["iteration"] = _choice("iteration", v, ("deep", "shallow"))
+    selectors = [k for k in ("subscribe", "subscribepattern", "assign") if k in raw]
+    if len(selectors) > 1:
+        raise InvalidOptionError(
+            "only one of subscribe, subscribePattern and assign may be given, "
+            f"found {', '.join(READ_OPTIONS[k] for k in selectors)}"
+        )
+    if (v := get("subscribe")) is not None:
+        topics = tuple(t.strip() for t in str(v).split(",") if t.strip())
+        if not topics:
+            raise InvalidOptionError("option subscribe names no topic")
+        fields["subscribe"] = topics
+    if (v := get("subscribepattern")) is not None:
+        try:
+            re.compile(str(v))
+        except re.error as err:
+            raise InvalidOptionError(f"option subscribePattern is not a valid regex: {err}") from err
+        fields["subscribe_pattern"] = str(v)
+    if (v := get("assign")) is not None:
+        data = _json("assign", v)
+        if not isinstance(data, dict) or not all(isinstance(p, list) for p in data.values()):
+            raise InvalidOptionError('option assign must look like {"topic":[0,1]}')
+        fields["assign"] = tuple(
+            sorted((str(t), _int("assign partition", p, 0)) for t, ps in data.items() for p in ps)
+        )
+    if (v := get("startingoffsets")) is not None:
+        fields["starting_offsets"] = _offsets("startingOffsets", v, starting=True)
+    if (v := get("endingoffsets")) is not None:
+        fields["ending_offsets"] = _offsets("endingOffsets", v, starting=False)
+    if (v := get("startingtimestamp")) is not None:
+        fields["starting_timestamp"] = _int("startingTimestamp", v, 0)
+    if (v := get("endingtimestamp")) is not None:
+        fields["ending_timestamp"] = _int("endingTimestamp", v, 0)
+    if (v := get("startingoffsetsbytimestamp")) is not None:
+        fields["starting_offsets_by_timestamp"] = _partition_map(
+            "startingOffsetsByTimestamp", v, allow=(EARLIEST, LATEST), what="1700000000000"
+        )
+    if (v := get("endingoffsetsbytimestamp")) is not None:
+        fields["ending_offsets_by_timestamp"] = _partition_map(
+            "endingOffsetsByTimestamp", v, allow=(EARLIEST, LATEST), what="1700000000000"
+        )
+    if (v := get("startingoffsetsbytimestampstrategy")) is not None:
+        fields["starting_by_timestamp_strategy"] = _choice(
+            "startingOffsetsByTimestampStrategy", v, ("error", "latest")
+        )
+    if (v := get("isolationlevel")) is not None:
+        level = _choice("isolationLevel", v, ("read_uncommitted", "read_committed"))
+        fields["read_committed"] = level == "read_committed"
+    for key, attr in (
+        ("includeheaders", "include_headers"),
+        ("includemetadata", "include_metadata"),
+        ("verifychecksums", "verify_checksums"),
+        ("failondataloss", "fail_on_data_loss"),
+    ):
+        if (v := get(key)) is not None:
+            fields[attr] = _bool(READ_OPTIONS[key], v)
+    if (v := get("mode")) is not None:
+        fields["mode"] = _choice("mode", v, ("FAILFAST", "DROPMALFORMED"), upper=True)
+    for key, attr, minimum in (
+        ("maxdecompressedbytes", "max_decompressed_bytes", 1024),
+        ("maxbatchbytes", "max_batch_bytes", 61),
+        ("readchunkbytes", "read_chunk_bytes", 4096),
+        ("maxbytesperpartition", "max_bytes_per_partition", 1),
+        ("minpartitions", "min_partitions", 1),
+    ):
+        if (v := get(key)) is not None:
+            fields[attr] = _int(READ_OPTIONS[key], v, minimum)
+    starts = [k for k in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp") if k in raw]
+    ends = [k for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in raw]
+    for group in (starts, ends):
+        if len(group) > 1:
+            raise InvalidOptionError(
+                f"options {', '.join(READ_OPTIONS[k] for k in group)} are exclusive; give one"
+            )
+    return ReadOptions(**fields)

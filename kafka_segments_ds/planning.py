@@ -1,0 +1,308 @@
+"""Options + discovered segments -> ScanTasks.
+
+Planning touches directory listings and index files; it reads ``.log`` bytes only to resolve
+timestamps to offsets (Kafka's offsets-for-times lookup) and, for read_committed without
+``.txnindex`` files, to find the transaction markers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from kafka_segments_ds import fs as kfs
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import (
+    CorruptIndexError,
+    CorruptSegmentError,
+    DataLossError,
+    InvalidOptionError,
+)
+from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover
+from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
+from kafka_segments_ds.reader import ScanTask, iter_v2_headers, read_task
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.compression import decompress
+from kafka_segments_ds.records.v2 import CONTROL_ABORT, ControlMarker, decode_batch_header, iter_records
+
+OPEN_TRANSACTION_END = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The tasks of one read, in (topic, partition, offset) order."""
+
+    tasks: tuple[ScanTask, ...]
+    partitions: tuple[PartitionLog, ...]
+
+
+def plan_scan(
+    path: str | list[str] | tuple[str, ...],
+    options: ReadOptions,
+    filesystem: pafs.FileSystem | None = None,
+) -> Plan:
+    """Discover the segments under ``path`` and cut them into ScanTasks for ``options``."""
+    paths = [path] if isinstance(path, str) else list(path)
+    partitions: list[PartitionLog] = []
+    for p in paths:
+        fsys, root = kfs.resolve(p, options.storage_options()) if filesystem is None else (
+            filesystem, p)
+        partitions.extend(discover(root, fsys))
+        filesystem = fsys if filesystem is None else filesystem
+    partitions = _select(partitions, options)
+    assert filesystem is not None or not partitions
+    tasks: list[ScanTask] = []
+    starts = _offset_map(options.starting_offsets, partitions, "startingOffsets")
+    ends = _offset_map(options.ending_offsets, partitions, "endingOffsets")
+    starts_ts = _offset_map(options.starting_offsets_by_timestamp, partitions,
+                            "startingOffsetsByTimestamp")
+    ends_ts = _offset_map(options.ending_offsets_by_timestamp, partitions,
+                          "endingOffsetsByTimestamp")
+    for part in partitions:
+        if not part.segments:
+            continue
+        key = (part.topic, part.partition)
+        start = starts.get(key, EARLIEST)
+        end = ends.get(key, LATEST)
+        start_ts = options.starting_timestamp if options.starting_timestamp is not None else (
+            starts_ts.get(key))
+        end_ts = options.ending_timestamp if options.ending_timestamp is not None else (
+            ends_ts.get(key))
+        assert filesystem is not None
+        if start_ts is not None and start_ts >= 0:
+            found = offset_for_timestamp(filesystem, part, start_ts, options)
+            if found is None:
+                if options.starting_by_timestamp_strategy == "error":
+                    raise InvalidOptionError(
+                        f"no offset of {_name(part)} has a timestamp >= {start_ts} "
+                        "(startingOffsetsByTimestampStrategy=error)"
+                    )
+                continue  # "latest": nothing to read
+            start = found
+        elif start_ts == LATEST:
+            continue
+        if end_ts is not None and end_ts >= 0:
+            found = offset_for_timestamp(filesystem, part, end_ts, options)
+            end = found if found is not None else LATEST
+        elif end_ts == EARLIEST:
+            continue
+        first_base = part.segments[0].base_offset
+        if start != EARLIEST and start < first_base:
+            if options.fail_on_data_loss:
+                raise DataLossError(
+                    f"{_name(part)}: starting offset {start} is no longer in the archive, whose "
+                    f"first segment starts at offset {first_base} (set failOnDataLoss=false to "
+                    "start at the earliest available offset)"
+                )
+            start = EARLIEST
+        start_offset = None if start == EARLIEST else start
+        end_offset = None if end == LATEST else end
+        if start_offset is not None and end_offset is not None and end_offset <= start_offset:
+            continue
+        aborted: tuple[tuple[int, int, int], ...] = ()
+        if options.read_committed:
+            aborted = collect_aborted(filesystem, part, options)
+        tasks.extend(_segment_tasks(filesystem, part, start_offset, end_offset, aborted))
+    return Plan(tuple(tasks), tuple(partitions))
+
+
+def _name(part: PartitionLog) -> str:
+    if part.topic is None:
+        return part.directory
+    return f"{part.topic}-{part.partition}"
+
+
+def _select(partitions: list[PartitionLog], options: ReadOptions) -> list[PartitionLog]:
+    if options.subscribe is not None:
+        wanted = set(options.subscribe)
+        partitions = [p for p in partitions if p.topic in wanted]
+    elif options.subscribe_pattern is not None:
+        pattern = re.compile(options.subscribe_pattern)
+        partitions = [p for p in partitions if p.topic is not None and pattern.fullmatch(p.topic)]
+    elif options.assign is not None:
+        wanted_parts = set(options.assign)
+        partitions = [p for p in partitions if (p.topic, p.partition) in wanted_parts]
+    return sorted(partitions, key=lambda p: (p.topic or "", p.partition or 0, p.directory))
+
+
+def _offset_map(
+    triples: tuple[tuple[str, int, int], ...] | None,
+    partitions: list[PartitionLog],
+    option: str,
+) -> dict[tuple[str | None, int | None], int]:
+    if triples is None:
+        return {}
+    present = {(p.topic, p.partition) for p in partitions}
+    missing = [f"{t}-{p}" for t, p, _ in triples if (t, p) not in present]
+    if missing:
+        raise InvalidOptionError(
+            f"option {option} names partitions that are not in the (selected) archive: "
+            f"{', '.join(missing)}"
+        )
+    return {(t, p): n for t, p, n in triples}
+
+
+def _load_offset_index(filesystem: pafs.FileSystem, seg: SegmentRef) -> kidx.OffsetIndex | None:
+    if seg.index_path is None or seg.index_size == 0:
+        return None
+    data = kfs.read_file(filesystem, seg.index_path)
+    return kidx.parse_offset_index(memoryview(data), seg.base_offset, seg.size)
+
+
+def _load_time_index(
+    filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None
+) -> kidx.TimeIndex | None:
+    if seg.timeindex_path is None or seg.timeindex_size == 0:
+        return None
+    data = kfs.read_file(filesystem, seg.timeindex_path)
+    return kidx.parse_time_index(memoryview(data), seg.base_offset, next_base)
+
+
+def _segment_tasks(
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    start_offset: int | None,
+    end_offset: int | None,
+    aborted: tuple[tuple[int, int, int], ...],
+) -> list[ScanTask]:
+    tasks = []
+    segs = part.segments
+    for i, seg in enumerate(segs):
+        next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if start_offset is not None and next_base is not None and next_base <= start_offset:
+            continue
+        if end_offset is not None and seg.base_offset >= end_offset:
+            break
+        start_position = 0
+        end_position = None
+        if start_offset is not None and start_offset > seg.base_offset or (
+            end_offset is not None and (next_base is None or end_offset < next_base)
+        ):
+            index = _load_offset_index(filesystem, seg)
+            if index is not None:
+                if start_offset is not None and start_offset > seg.base_offset:
+                    start_position = kidx.lookup_offset(index, start_offset).position
+                if end_offset is not None:
+                    end_position = kidx.lookup_position_after(index, end_offset)
+        seg_aborted = tuple(
+            a for a in aborted if a[2] >= seg.base_offset and (next_base is None or a[1] < next_base)
+        )
+        tasks.append(
+            ScanTask(
+                segment=seg,
+                topic=part.topic,
+                partition=part.partition,
+                start_position=start_position,
+                end_position=end_position,
+                start_offset=start_offset,
+                end_offset=end_offset,
+                aborted=seg_aborted,
+                is_last_segment=next_base is None,
+            )
+        )
+    return tasks
+
+
+def offset_for_timestamp(
+    filesystem: pafs.FileSystem, part: PartitionLog, target: int, options: ReadOptions
+) -> int | None:
+    """Earliest offset whose record timestamp is >= ``target`` (Kafka's offsetsForTimes)."""
+    segs = part.segments
+    for i, seg in enumerate(segs):
+        next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        start_position = 0
+        tindex = _load_time_index(filesystem, seg, next_base)
+        if tindex is not None and tindex.timestamps.shape[0]:
+            # An entry (T, O) with T <= target: every record before O's batch has a timestamp
+            # below T, so the scan can start at O's batch.
+            entry = kidx.lookup_timestamp(tindex, target)
+            if entry.timestamp >= 0:
+                index = _load_offset_index(filesystem, seg)
+                if index is not None:
+                    start_position = kidx.lookup_offset(index, entry.offset).position
+        task = ScanTask(
+            segment=seg,
+            topic=part.topic,
+            partition=part.partition,
+            start_position=start_position,
+            min_max_timestamp=target,
+            is_last_segment=next_base is None,
+        )
+        for arrow_batch in read_task(task, options, ("offset", "timestamp"), filesystem):
+            ts = arrow_batch.column(1).cast("int64").to_numpy(zero_copy_only=False)
+            valid = arrow_batch.column(1).is_valid().to_numpy(zero_copy_only=False)
+            hits = np.nonzero(valid & (ts >= target * 1000))[0]
+            if hits.shape[0]:
+                return int(arrow_batch.column(0)[int(hits[0])].as_py())
+    return None
+
+
+def collect_aborted(
+    filesystem: pafs.FileSystem, part: PartitionLog, options: ReadOptions
+) -> tuple[tuple[int, int, int], ...]:
+    """(producerId, firstOffset, lastOffset) of every aborted or never-finished transaction.
+
+    Uses the ``.txnindex`` files when the partition has any (a broker writes one for every
+    segment holding an ABORT marker), else walks the batch headers to pair transactional data
+    with its producer's next COMMIT/ABORT marker. Transactions with no marker by the end of the
+    log are excluded too: a read_committed consumer never reads past the last stable offset.
+    """
+    if any(seg.txnindex_path for seg in part.segments):
+        spans = []
+        for seg in part.segments:
+            if seg.txnindex_path is None:
+                continue
+            try:
+                entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem,
+                                                                          seg.txnindex_path)))
+            except CorruptIndexError as err:
+                raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
+            spans.extend((e.producer_id, e.first_offset, e.last_offset) for e in entries)
+        spans.extend(_open_transactions(filesystem, part, options, only_open=True))
+        return tuple(sorted(spans))
+    return tuple(sorted(_open_transactions(filesystem, part, options, only_open=False)))
+
+
+def _open_transactions(
+    filesystem: pafs.FileSystem, part: PartitionLog, options: ReadOptions, *, only_open: bool
+) -> Iterator[tuple[int, int, int]]:
+    """Walk batch headers; yield aborted spans (and spans still open at the end of the log)."""
+    open_first: dict[int, int] = {}
+    for seg in part.segments:
+        for position, header, read_marker in iter_v2_headers(filesystem, seg, options):
+            pid = int(header[K.H_PRODUCER_ID])
+            attrs = int(header[K.H_ATTRIBUTES])
+            if not attrs & 0x10:
+                continue
+            base = int(header[K.H_BASE_OFFSET])
+            if attrs & 0x20:
+                if pid not in open_first:
+                    continue
+                first = open_first.pop(pid)
+                if only_open:
+                    continue
+                marker = _marker(read_marker(), seg, position)
+                if marker is not None and marker.type == CONTROL_ABORT:
+                    yield (pid, first, base)
+            else:
+                open_first.setdefault(pid, base)
+    for pid, first in open_first.items():
+        yield (pid, first, OPEN_TRANSACTION_END)
+
+
+def _marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
+    try:
+        header = decode_batch_header(entry)
+        if header.record_count == 0:
+            return None
+        region: bytes | memoryview = memoryview(entry)[61:]
+        if header.compression:
+            region = decompress(header.compression, region, magic=2)
+        record = next(iter_records(header, region))
+        return ControlMarker.parse(record.key, record.value)
+    except CorruptSegmentError as err:
+        raise err.located(path=seg.path, position_shift=position) from err
