@@ -67,9 +67,7 @@ def _split_glob(parts: list[str]) -> tuple[list[str], list[str]]:
     return parts, []
 
 
-def resolve(
-    path: str, options: Mapping[str, str] | None = None
-) -> tuple[pafs.FileSystem, str]:
+def resolve(path: str, options: Mapping[str, str] | None = None) -> tuple[pafs.FileSystem, str]:
     """Return ``(filesystem, path in that filesystem)`` for a local path or a URI.
 
     Local paths (relative, absolute, ``~``) give the local filesystem and an absolute POSIX path.
@@ -145,7 +143,9 @@ def _s3_kwargs(options: Mapping[str, str]) -> dict[str, object]:
     if "scheme" in kwargs:
         kwargs["scheme"] = str(kwargs["scheme"]).lower()
         if kwargs["scheme"] not in ("http", "https"):
-            raise InvalidOptionError(f"fs.s3.scheme must be http or https, got {kwargs['scheme']!r}")
+            raise InvalidOptionError(
+                f"fs.s3.scheme must be http or https, got {kwargs['scheme']!r}"
+            )
     return kwargs
 
 
@@ -203,9 +203,12 @@ def read_range(filesystem: pafs.FileSystem, path: str, start: int, length: int) 
     if start < 0 or length < 0:
         raise ValueError(f"invalid range start={start} length={length} for {path}")
     with filesystem.open_input_file(path) as stream:
-        if length == 0:
+        if length == 0 or start >= stream.size():
             return pa.py_buffer(b"")
-        return stream.read_at(length, start)
+        # read_at returns bytes (a copy); seek + read_buffer keeps Arrow's buffer. On object
+        # stores this is still a single ranged GET.
+        stream.seek(start)
+        return stream.read_buffer(length)
 
 
 def read_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:

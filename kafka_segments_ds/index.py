@@ -41,6 +41,7 @@ dropping an aborted transaction would surface aborted records under read_committ
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -306,7 +307,7 @@ def parse_txn_index(data: bytes | memoryview) -> list[AbortedTxn]:
     # An all-zero entry cannot be real (the ABORT marker and the aborted data would share
     # offset 0), so the first one can only start padding.
     rows = raw_bytes[: count * TXN_ENTRY_SIZE].reshape(count, TXN_ENTRY_SIZE)
-    end = _first_false(rows.any(axis=1))
+    end = _first_false(np.asarray(rows.any(axis=1)))
     tail_start = end * TXN_ENTRY_SIZE
     if tail_start < len(raw_bytes):
         if raw_bytes[tail_start:].any():
@@ -442,8 +443,10 @@ def encode_offset_index(
     Offsets are absolute; raise ``ValueError`` unless both fields strictly increase and fit int32
     (relative to ``base_offset`` for offsets).
     """
-    if isinstance(entries, tuple) and len(entries) == 2 and not isinstance(
-        entries[0], OffsetPosition
+    if (
+        isinstance(entries, tuple)
+        and len(entries) == 2
+        and not isinstance(entries[0], OffsetPosition)
     ):
         offsets = _as_array(entries[0], "offsets")
         positions = _as_array(entries[1], "positions")
@@ -471,8 +474,10 @@ def encode_time_index(
     Raise ``ValueError`` unless timestamps are >= 0 and strictly increase and offsets are
     non-decreasing and fit int32 relative to ``base_offset``.
     """
-    if isinstance(entries, tuple) and len(entries) == 2 and not isinstance(
-        entries[0], TimestampOffset
+    if (
+        isinstance(entries, tuple)
+        and len(entries) == 2
+        and not isinstance(entries[0], TimestampOffset)
     ):
         timestamps = _as_array(entries[0], "timestamps")
         offsets = _as_array(entries[1], "offsets")
@@ -535,15 +540,17 @@ def build_indexes(
     offset_of_max = np.where(carrier >= 0, last_offsets[np.maximum(carrier, 0)], base_offset)
 
     # The entry rule depends on the previous entry, so jump from entry to entry; that costs one
-    # binary search per entry rather than a Python step per batch.
+    # binary search per entry rather than a Python step per batch (bisect on a list is several
+    # times faster than np.searchsorted on scalars).
+    position_list = positions.tolist()
     selected = []
     last_entry = 0
     while True:
-        i = int(np.searchsorted(positions, last_entry + index_interval_bytes, side="right"))
+        i = bisect.bisect_right(position_list, last_entry + index_interval_bytes)
         if i >= count:
             break
         selected.append(i)
-        last_entry = int(positions[i])
+        last_entry = position_list[i]
     chosen = np.asarray(selected, dtype=np.int64)
 
     # running_max is non-decreasing, so "greater than the last appended entry" is the same as

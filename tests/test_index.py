@@ -300,7 +300,10 @@ def test_lookup_timestamp(target: int, expected: TimestampOffset) -> None:
 def test_txn_index_parse() -> None:
     data = TXN_ENTRY.pack(0, 7, 1000, 1010, 1011) + TXN_ENTRY.pack(0, 9, 1005, 1020, 1021)
     assert len(data) == 68
-    assert parse_txn_index(data) == [AbortedTxn(7, 1000, 1010, 1011), AbortedTxn(9, 1005, 1020, 1021)]
+    assert parse_txn_index(data) == [
+        AbortedTxn(7, 1000, 1010, 1011),
+        AbortedTxn(9, 1005, 1020, 1021),
+    ]
 
 
 def test_txn_index_empty() -> None:

@@ -74,7 +74,8 @@ ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
 ZSTD_BLOCK_MAX = 128 * 1024  # no zstd block regenerates more than this (format spec)
 ZSTD_CONTENT_SIZE_UNKNOWN = 2**64 - 1
 ZSTD_BLOCKS_PER_FEED = 8  # 1 MiB of output at most per decompressobj call
-MAX_CHUNK = 16 * 1024 * 1024  # largest output buffer the lz4 decoder is asked for at once
+LZ4_MIN_CHUNK = 64 * 1024  # output buffer sizes of the bounded lz4 decoder
+LZ4_MAX_CHUNK = 16 * 1024 * 1024
 
 _XERIAL_HEADER = struct.Struct(">8sii")  # magic, version, min compatible version
 _XERIAL_BLOCK_LEN = struct.Struct(">i")  # compressed length of the raw snappy block that follows
@@ -128,20 +129,19 @@ def decompress(
         raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
     if not 0 <= codec <= CODEC_MASK:
         raise ValueError(f"codec id must be in 0..{CODEC_MASK}, got {codec}")
-    codec_type = codec_from_attributes(codec, magic)
-    if codec_type is CompressionType.NONE:
+    codec_from_attributes(codec, magic)  # rejects ids 5-7 and zstd in magic 0/1
+    if codec == CompressionType.NONE:
         if len(payload) > max_bytes:
             raise _limit("none", max_bytes)
         return bytes(payload)
-    label = codec_type.label
-    if len(payload) == 0:
+    if not payload:
         # No Kafka writer emits an empty compressed payload, and no codec decodes one.
-        raise CorruptSegmentError(f"{label}: empty compressed payload")
+        raise CorruptSegmentError(f"{CODEC_LABELS[codec]}: empty compressed payload")
     view = payload if isinstance(payload, memoryview) else memoryview(payload)
     try:
-        return _DECODERS[codec_type](view, max_bytes, magic)
+        return _DECODERS[codec](view, max_bytes, magic)
     except _CODEC_ERRORS as err:
-        raise CorruptSegmentError(f"{label}: {err}") from err
+        raise CorruptSegmentError(f"{CODEC_LABELS[codec]}: {err}") from err
 
 
 def compress(codec: int, data: Buffer, *, magic: int = 2, level: int | None = None) -> bytes:
@@ -252,7 +252,7 @@ def _gzip_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
 
 def _snappy_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
     if _cramjam is None:
-        raise MissingCodecError("snappy", "cramjam")
+        raise MissingCodecError("snappy", "python-snappy")
     n = len(view)
     if n < _XERIAL_HEADER.size or view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
         return b"".join([_snappy_raw_block(view, max_bytes, max_bytes)])
@@ -261,7 +261,9 @@ def _snappy_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
     pos = _XERIAL_HEADER.size
     while pos < n:
         if n - pos < _XERIAL_BLOCK_LEN.size:
-            raise CorruptSegmentError(f"snappy: truncated xerial block length at payload byte {pos}")
+            raise CorruptSegmentError(
+                f"snappy: truncated xerial block length at payload byte {pos}"
+            )
         (size,) = _XERIAL_BLOCK_LEN.unpack_from(view, pos)
         pos += _XERIAL_BLOCK_LEN.size
         if size < 0 or size > n - pos:
@@ -286,7 +288,7 @@ def _snappy_raw_block(block: memoryview, remaining: int, max_bytes: int) -> obje
 
 def _snappy_compress(data: Buffer) -> bytes:
     if _cramjam is None:
-        raise MissingCodecError("snappy", "cramjam")
+        raise MissingCodecError("snappy", "python-snappy")
     view = data if isinstance(data, memoryview) else memoryview(data)
     parts: list[object] = [_XERIAL_HEADER.pack(XERIAL_MAGIC, XERIAL_VERSION, XERIAL_VERSION)]
     for start in range(0, len(view), XERIAL_BLOCK_INPUT):
@@ -310,47 +312,55 @@ def _lz4_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
     if n <= hc_pos:
         raise CorruptSegmentError("lz4: truncated frame header")
     if flg & 0x08:
-        (content_size,) = _LZ4_CONTENT_SIZE.unpack_from(view, 6)
-        if content_size > max_bytes:
+        (bound,) = _LZ4_CONTENT_SIZE.unpack_from(view, 6)
+        if bound > max_bytes:  # liblz4 rejects output that differs from the declared size
             raise _limit("lz4", max_bytes)
-        chunk = content_size + 1  # lz4 checks the declared size, so one exact call suffices
     else:
-        chunk = min(_lz4_output_bound(view, hc_pos + 1, flg, view[5], max_bytes), MAX_CHUNK) + 1
-    decoder = _lz4f.LZ4FrameDecompressor()
-    data: Buffer = view
-    if magic == 0:
-        # KAFKA-3160: magic-0 frames may carry an HC that also hashes the magic bytes; Kafka
-        # ignores it, liblz4 does not, so hand liblz4 the correct HC in a patched header.
-        hc = lz4_header_checksum(view[4:hc_pos])
-        if view[hc_pos] != hc:
-            header = bytearray(view[:hc_pos])
-            header.append(hc)
-            decoder.decompress(bytes(header))
-            data = view[hc_pos + 1 :]
+        # Above max_bytes this is only an upper bound: the stream decoder finds out.
+        bound = _lz4_output_bound(view, hc_pos + 1, flg, view[5], max_bytes)
+    # KAFKA-3160: magic-0 frames may carry an HC that also hashes the magic bytes; Kafka
+    # ignores it, liblz4 does not, so liblz4 gets the correct HC in a patched header.
+    hc = lz4_header_checksum(view[4:hc_pos]) if magic == 0 else view[hc_pos]
+    if hc == view[hc_pos] and bound <= max_bytes:
+        # The bound proves the output fits, so the one-shot call (the fastest) is safe. Like
+        # Kafka it stops at the end mark, ignoring any bytes after it.
+        return _lz4f.decompress(view)
+    return _lz4_stream(view, hc_pos, hc, min(max(bound, LZ4_MIN_CHUNK), LZ4_MAX_CHUNK), max_bytes)
+
+
+def _lz4_stream(view: memoryview, hc_pos: int, hc: int, chunk: int, max_bytes: int) -> bytes:
+    """Decode in bounded output chunks: for frames that may break the limit or need a new HC."""
+    context = _lz4f.create_decompression_context()
+    data = view
+    if hc != view[hc_pos]:
+        header = bytearray(view[:hc_pos])
+        header.append(hc)
+        _lz4f.decompress_chunk(context, bytes(header))
+        data = view[hc_pos + 1 :]
     # Dependent-block frames (Kafka rejects them) decode to the same bytes, so we accept them.
     parts: list[bytes] = []
     produced = 0
-    out = decoder.decompress(data, max_length=min(chunk, max_bytes + 1))
+    pos = 0
     while True:
+        max_length = min(chunk, max_bytes - produced) + 1
+        out, read, eof = _lz4f.decompress_chunk(context, data[pos:], max_length=max_length)
+        pos += read
         produced += len(out)
         if produced > max_bytes:
             raise _limit("lz4", max_bytes)
-        if out:
-            parts.append(out)
-        if decoder.eof:
-            # Kafka reads a single frame and ignores anything after its end mark.
+        parts.append(out)
+        if eof:
             return b"".join(parts)
-        if decoder.needs_input:
+        if len(out) < max_length:  # liblz4 stopped for want of input
             raise CorruptSegmentError("lz4: truncated frame (no end mark)")
-        chunk = min(chunk * 2, MAX_CHUNK)
-        out = decoder.decompress(b"", max_length=min(chunk, max_bytes - produced + 1))
+        chunk = min(chunk * 2, LZ4_MAX_CHUNK)
 
 
 def _lz4_output_bound(view: memoryview, pos: int, flg: int, bd: int, max_bytes: int) -> int:
-    """Upper bound of the frame's output from its block headers, capped at ``max_bytes``.
+    """Upper bound of the frame's output from its block headers; stops once past ``max_bytes``.
 
-    Sizing the first output chunk by it makes one right-sized call for any frame within the
-    limit (lz4 allocates max_length up front); the walk costs ~0.3 us per 64 KiB block.
+    liblz4 caps every block at the BD block size, so a frame within the bound may use the
+    one-shot call; the walk costs ~0.3 us per block.
     """
     block_max = 1 << (8 + 2 * ((bd >> 4) & 0x7))  # BD ids 4-7: 64 KiB, 256 KiB, 1 MiB, 4 MiB
     trailer = 4 if flg & 0x10 else 0  # block checksum
@@ -364,7 +374,7 @@ def _lz4_output_bound(view: memoryview, pos: int, flg: int, bd: int, max_bytes: 
         size &= ~LZ4_STORED_BIT
         bound += size if stored else block_max
         pos += 4 + size + trailer
-    return min(bound, max_bytes)
+    return bound
 
 
 def _lz4_compress(data: Buffer, magic: int, level: int | None) -> bytes:
@@ -425,13 +435,15 @@ def _zstd_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
         (frame_magic,) = _U32_LE.unpack_from(view, pos)
         if frame_magic & ZSTD_SKIPPABLE_MASK == ZSTD_SKIPPABLE_MAGIC:
             if n - pos < 8:
-                raise CorruptSegmentError(f"zstd: truncated skippable frame at byte {pos}")
+                raise CorruptSegmentError(f"zstd: truncated skippable frame at payload byte {pos}")
             pos += 8 + _U32_LE.unpack_from(view, pos + 4)[0]
             if pos > n:
                 raise CorruptSegmentError("zstd: skippable frame runs past the payload")
             continue
         if frame_magic != ZSTD_FRAME_MAGIC:
-            raise CorruptSegmentError(f"zstd: bad frame magic {frame_magic:#010x} at byte {pos}")
+            raise CorruptSegmentError(
+                f"zstd: bad frame magic {frame_magic:#010x} at payload byte {pos}"
+            )
         frame = view[pos:]
         params = _zstd.get_frame_parameters(frame)
         blocks_start = pos + _zstd.frame_header_size(frame)
@@ -443,7 +455,8 @@ def _zstd_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
                 raise _limit("zstd", max_bytes)
             bound = params.content_size  # libzstd rejects a frame that does not match it
         if bound <= remaining:
-            out = dctx.decompress(view[pos:end], max_output_size=max(bound, 1))
+            frame = view[pos:end]
+            out = dctx.decompress(frame, max_output_size=max(bound, 1), allow_extra_data=False)
         else:
             out = _zstd_stream_frame(dctx, view, pos, ends, remaining, max_bytes)
         produced += len(out)
@@ -506,7 +519,7 @@ def _zstd_stream_frame(
         if produced > remaining:
             raise _limit("zstd", max_bytes)
         parts.append(out)
-    if not stream.eof:
+    if not stream.eof or stream.unused_data:
         raise CorruptSegmentError("zstd: frame did not end where its last block ends")
     return b"".join(parts)
 

@@ -12,7 +12,7 @@ The readable reference for the same logic is :mod:`kafka_segments_ds.records.v2`
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 # Framing outcomes of hop_entries.
 FRAMING_END = 0  # consumed the buffer exactly
@@ -177,7 +177,6 @@ def _blob(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
 def decode_v2_records(
     src0: np.ndarray,
     src1: np.ndarray,
-    b_src: np.ndarray,
     b_start: np.ndarray,
     b_end: np.ndarray,
     b_count: np.ndarray,
@@ -197,18 +196,24 @@ def decode_v2_records(
     r_hcount: np.ndarray,
     b_status: np.ndarray,
     b_errpos: np.ndarray,
-) -> int:
-    """Decode the records sections of magic-2 batches into row arrays; return total headers.
+) -> None:
+    """Decode the records sections of magic-2 batches into row arrays.
 
-    Batch ``b``'s records live in ``src{b_src[b]}[b_start[b]:b_end[b]]`` and fill rows
-    ``b_row0[b] .. b_row0[b] + b_count[b]``. A malformed batch gets a non-zero ``b_status`` and the
-    buffer position of the fault in ``b_errpos``; its rows are then meaningless.
+    Addresses below ``len(src0)`` are in ``src0``, the others in ``src1`` (shifted by
+    ``len(src0)``); batch ``b``'s records span ``[b_start[b], b_end[b])`` and fill rows
+    ``b_row0[b] .. b_row0[b] + b_count[b]``. Batches are decoded in order and decoding stops at
+    the first malformed one, which gets a non-zero ``b_status`` and the address of the fault in
+    ``b_errpos``.
     """
-    total_headers = 0
+    len0 = src0.shape[0]
     for b in range(b_start.shape[0]):
-        buf = src0 if b_src[b] == 0 else src1
-        pos = b_start[b]
-        end = b_end[b]
+        shift = 0
+        buf = src0
+        if b_start[b] >= len0:
+            shift = len0
+            buf = src1
+        pos = b_start[b] - shift
+        end = b_end[b] - shift
         row = b_row0[b]
         base_offset = b_base_offset[b]
         base_ts = b_base_ts[b]
@@ -217,7 +222,6 @@ def decode_v2_records(
         lod = b_lod[b]
         previous = -1
         status = 0
-        batch_headers = 0
         for _ in range(b_count[b]):
             rstart = pos
             length, pos = _varint(buf, pos, end)
@@ -284,86 +288,82 @@ def decode_v2_records(
                 break
             r_offset[row] = base_offset + delta
             r_ts[row] = max_ts if log_append else base_ts + ts_delta
-            r_kpos[row] = kpos
+            r_kpos[row] = kpos + shift
             r_klen[row] = klen
-            r_vpos[row] = vpos
+            r_vpos[row] = vpos + shift
             r_vlen[row] = vlen
-            r_hpos[row] = hpos
+            r_hpos[row] = hpos + shift
             r_hcount[row] = hcount
-            batch_headers += hcount
             row += 1
         if status == 0 and pos != end:
             status = 8
         b_status[b] = status
-        b_errpos[b] = pos
-        if status == 0:
-            total_headers += batch_headers
-    return total_headers
+        b_errpos[b] = pos + shift
+        if status != 0:
+            return
 
 
 @njit(cache=True)
 def decode_v2_headers(
     src0: np.ndarray,
     src1: np.ndarray,
-    row_src: np.ndarray,
     r_hpos: np.ndarray,
     r_hcount: np.ndarray,
-    rows: np.ndarray,
     h_kpos: np.ndarray,
     h_klen: np.ndarray,
     h_vpos: np.ndarray,
     h_vlen: np.ndarray,
 ) -> None:
-    """Second pass over already validated header sections of the selected ``rows``."""
+    """Second pass over the (already validated) header sections of the rows."""
+    len0 = src0.shape[0]
     h = 0
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        buf = src0 if row_src[r] == 0 else src1
-        pos = r_hpos[r]
+    for r in range(r_hpos.shape[0]):
+        shift = 0
+        buf = src0
+        if r_hpos[r] >= len0:
+            shift = len0
+            buf = src1
+        pos = r_hpos[r] - shift
         end = buf.shape[0]
         for _ in range(r_hcount[r]):
             klen, kpos, pos = _blob(buf, pos, end)
             vlen, vpos, pos = _blob(buf, pos, end)
-            h_kpos[h] = kpos
+            h_kpos[h] = kpos + shift
             h_klen[h] = klen
-            h_vpos[h] = vpos
+            h_vpos[h] = vpos + shift
             h_vlen[h] = vlen
             h += 1
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def gather_binary(
-    src0: np.ndarray,
-    src1: np.ndarray,
-    row_src: np.ndarray,
-    pos: np.ndarray,
-    length: np.ndarray,
-    rows: np.ndarray,
+    src0: np.ndarray, src1: np.ndarray, pos: np.ndarray, length: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Copy ``src[pos:pos+length]`` of the selected rows into Arrow binary offsets + data.
+    """Copy the ``[pos, pos + length)`` slices into Arrow binary offsets + data.
 
-    A length of -1 is a null (zero bytes here; the caller builds the validity bitmap).
+    A length of -1 is a null (zero bytes here; the caller builds the validity bitmap). The
+    caller keeps the total under 2 GiB so the int32 offsets hold.
     """
-    n = rows.shape[0]
+    n = pos.shape[0]
     offsets = np.empty(n + 1, np.int32)
     total = 0
     offsets[0] = 0
     for i in range(n):
-        ln = length[rows[i]]
+        ln = length[i]
         if ln > 0:
             total += ln
         offsets[i + 1] = total
     data = np.empty(total, np.uint8)
-    for i in range(n):
-        r = rows[i]
-        ln = length[r]
+    len0 = src0.shape[0]
+    for i in prange(n):
+        ln = length[i]
         if ln > 0:
             o = offsets[i]
-            p = pos[r]
-            if row_src[r] == 0:
+            p = pos[i]
+            if p < len0:
                 data[o : o + ln] = src0[p : p + ln]
             else:
-                data[o : o + ln] = src1[p : p + ln]
+                data[o : o + ln] = src1[p - len0 : p - len0 + ln]
     return offsets, data
 
 

@@ -1,0 +1,576 @@
+"""Decode one window of ``.log`` bytes (complete entries) into one Arrow record batch.
+
+The window decoder never applies a damage policy: it decodes entries in file order up to the
+first malformed one and reports that one as a :class:`Fault`; ``reader.py`` decides whether to
+raise or to resynchronise after it.
+
+Row arrays address keys and values in one space: positions below ``len(window)`` are in the
+window itself, positions above it are in the window's arena of decompressed data (and of
+legacy messages, which the reference decoder hands over as bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_segments_ds.errors import (
+    ChecksumError,
+    CorruptSegmentError,
+    UnsupportedFormatError,
+)
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.checksums import crc32c
+from kafka_segments_ds.records.compression import CODEC_LABELS, decompress
+from kafka_segments_ds.records.legacy import (
+    LegacyMessage,
+    decode_legacy_message,
+    expand_wrapper,
+)
+from kafka_segments_ds.schema import HEADER_TYPE, TIMESTAMP_TYPE, arrow_schema
+
+V2_OVERHEAD = 61
+GATHER_LIMIT = 1 << 30  # key/value bytes per Arrow array chunk (binary offsets are int32)
+_ROW_FIELDS = ("offset", "ts", "ts_type", "kpos", "klen", "vpos", "vlen", "hpos", "hcount")
+_ENTRY_FIELDS = ("position", "magic", "codec", "base_offset", "last_offset", "producer_id",
+                 "producer_epoch", "base_sequence", "attributes", "leader_epoch")
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """The first malformed entry of a window: its file position and (if known) offset."""
+
+    position: int
+    offset: int | None
+    error: CorruptSegmentError
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBounds:
+    """What a window decoder needs to know of its ScanTask."""
+
+    topic: str | None
+    partition: int | None
+    segment: str
+    start_offset: int | None
+    end_offset: int | None
+    min_max_timestamp: int | None
+    aborted: tuple[tuple[int, int, int], ...]
+
+
+class _Parts:
+    """Row and entry arrays of the runs of one window, plus its arena."""
+
+    def __init__(self, window_size: int) -> None:
+        self.rows: list[dict[str, np.ndarray]] = []
+        self.entries: list[dict[str, np.ndarray]] = []
+        self.entry_count = 0
+        self.arena: list[bytes] = []
+        self.arena_base = window_size  # address of the next arena byte
+
+    def to_arena(self, blob: bytes) -> int:
+        address = self.arena_base
+        self.arena.append(blob)
+        self.arena_base += len(blob)
+        return address
+
+    def arena_array(self) -> np.ndarray:
+        if not self.arena:
+            return np.empty(0, np.uint8)
+        return np.frombuffer(self.arena[0] if len(self.arena) == 1 else b"".join(self.arena),
+                             np.uint8)
+
+    def merged(self, fields: tuple[str, ...], parts: list[dict[str, np.ndarray]]
+               ) -> dict[str, np.ndarray]:
+        if len(parts) == 1:
+            return parts[0]
+        return {f: np.concatenate([p[f] for p in parts]) for f in fields}
+
+
+class WindowDecoder:
+    """Decodes windows of one task; keeps scratch buffers between windows."""
+
+    def __init__(self, options: ReadOptions, bounds: TaskBounds, columns: tuple[str, ...]):
+        self.options = options
+        self.bounds = bounds
+        self.columns = columns
+        self.schema = arrow_schema(columns)
+        self.want_entry = any(c in columns for c in (
+            "magic", "compression", "batchBaseOffset", "batchLastOffset", "producerId",
+            "producerEpoch", "baseSequence", "isTransactional", "isControl", "leaderEpoch",
+            "position"))
+        self.reached_end = False  # an entry at or past end_offset was seen
+        self._scratch: dict[str, np.ndarray] = {}
+
+    def _buffer(self, name: str, n: int) -> np.ndarray:
+        buf = self._scratch.get(name)
+        if buf is None or buf.shape[0] < n:
+            buf = np.empty(max(n, 1024) + (n >> 2), np.int64)
+            self._scratch[name] = buf
+        return buf[:n]
+
+    # -- entry point ----------------------------------------------------------------------
+
+    def decode(
+        self, window: np.ndarray, base: int, positions: np.ndarray, magics: np.ndarray
+    ) -> tuple[pa.RecordBatch | None, Fault | None]:
+        parts = _Parts(window.shape[0])
+        fault: Fault | None = None
+        n = positions.shape[0]
+        idx = 0
+        if magics.shape[0] and (magics == 2).all():
+            run_bounds = [(0, n, True)]
+        else:
+            run_bounds = []
+            while idx < n:
+                end = idx
+                is_v2 = magics[idx] == 2
+                while end < n and (magics[end] == 2) == is_v2:
+                    end += 1
+                run_bounds.append((idx, end, bool(is_v2)))
+                idx = end
+        scratch_free = len(run_bounds) == 1
+        for start, end, is_v2 in run_bounds:
+            run = positions[start:end]
+            if is_v2:
+                fault = self._v2_run(window, base, run, parts, scratch_free)
+            else:
+                fault = self._legacy_run(window, base, run, parts)
+            if fault is not None or self.reached_end:
+                break
+        if not parts.rows:
+            return None, fault
+        rows = parts.merged(_ROW_FIELDS + (("entry",) if self.want_entry else ()), parts.rows)
+        entries = parts.merged(_ENTRY_FIELDS, parts.entries) if self.want_entry else {}
+        if rows["offset"].shape[0] == 0:
+            return None, fault
+        return self._to_arrow(window, parts.arena_array(), rows, entries), fault
+
+    # -- magic 2 --------------------------------------------------------------------------
+
+    def _v2_run(
+        self, window: np.ndarray, base: int, positions: np.ndarray, parts: _Parts,
+        scratch_free: bool,
+    ) -> Fault | None:
+        opts = self.options
+        b = self.bounds
+        h = K.parse_v2_headers(window, positions)
+        base_offsets = h[:, K.H_BASE_OFFSET]
+        last_offsets = base_offsets + h[:, K.H_LOD]
+        # offsets increase through a log: the first batch at/after end_offset ends the task
+        if b.end_offset is not None:
+            beyond = np.flatnonzero(base_offsets >= b.end_offset)
+            if beyond.shape[0]:
+                self.reached_end = True
+                cut = int(beyond[0])
+                positions, h = positions[:cut], h[:cut]
+                base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
+        keep = None
+        if b.start_offset is not None:
+            keep = last_offsets >= b.start_offset
+        if b.min_max_timestamp is not None:
+            late = h[:, K.H_MAX_TS] >= b.min_max_timestamp
+            keep = late if keep is None else keep & late
+        if keep is not None and not keep.all():
+            positions, h = positions[keep], h[keep]
+            base_offsets, last_offsets = base_offsets[keep], last_offsets[keep]
+        n = positions.shape[0]
+        if n == 0:
+            return None
+        lengths = h[:, K.H_LENGTH] + 12
+        ends = positions + lengths
+        attrs = h[:, K.H_ATTRIBUTES]
+        codecs = attrs & 0x07
+        counts = h[:, K.H_COUNT]
+        # structural checks, vectorised; `cut` = index of the first bad batch
+        cut = n
+        errors: dict[int, CorruptSegmentError] = {}
+        for mask, make in (
+            (counts < 0, lambda i: CorruptSegmentError(f"negative record count {int(counts[i])}")),
+            (h[:, K.H_LOD] < 0,
+             lambda i: CorruptSegmentError(f"negative lastOffsetDelta {int(h[i, K.H_LOD])}")),
+            (codecs > 4,
+             lambda i: UnsupportedFormatError(f"unknown compression codec id {int(codecs[i])}")),
+            ((codecs == 0) & (counts > (lengths - V2_OVERHEAD) // 7),
+             lambda i: CorruptSegmentError(
+                 f"record count {int(counts[i])} cannot fit in {int(lengths[i]) - 61} bytes")),
+        ):
+            bad = np.flatnonzero(mask[:cut])
+            if bad.shape[0]:
+                cut = int(bad[0])
+                errors[cut] = make(cut)
+        if opts.verify_checksums and cut:
+            mv = memoryview(window)
+            stored = h[:cut, K.H_CRC]
+            actual = np.fromiter(
+                (crc32c(mv[p + 21:e]) for p, e in zip(positions[:cut].tolist(),
+                                                      ends[:cut].tolist(), strict=True)),
+                np.int64, cut)
+            bad = np.flatnonzero(actual != stored)
+            if bad.shape[0]:
+                i = int(bad[0])
+                cut = i
+                errors[i] = ChecksumError(
+                    f"CRC-32C mismatch: stored {int(stored[i]):#010x}, computed "
+                    f"{int(actual[i]):#010x}")
+        deep = opts.deep
+        src_start = positions + V2_OVERHEAD
+        src_end = ends.copy()
+        if deep and cut:
+            compressed = np.flatnonzero(codecs[:cut] != 0)
+            if compressed.shape[0]:
+                mv = memoryview(window)
+                run_arena: list[bytes] = []
+                address = parts.arena_base
+                for i in compressed.tolist():
+                    try:
+                        data = decompress(int(codecs[i]), mv[int(src_start[i]):int(ends[i])],
+                                          magic=2, max_bytes=opts.max_decompressed_bytes)
+                    except CorruptSegmentError as err:
+                        cut = i
+                        errors[i] = err
+                        break
+                    if counts[i] > len(data) // 7:
+                        cut = i
+                        errors[i] = CorruptSegmentError(
+                            f"record count {int(counts[i])} cannot fit in {len(data)} "
+                            "decompressed bytes")
+                        break
+                    src_start[i] = address
+                    src_end[i] = address + len(data)
+                    address += len(data)
+                    run_arena.append(data)
+                if run_arena:
+                    parts.to_arena(run_arena[0] if len(run_arena) == 1 else b"".join(run_arena))
+        fault = None
+        if deep and cut:
+            cut, fault = self._v2_records(window, parts, positions, h, src_start, src_end, cut,
+                                          base, scratch_free)
+        elif cut:
+            self._v2_shallow(positions, h, cut, parts)
+        if cut:
+            self._add_entries(parts, base + positions[:cut], h[:cut])
+        if fault is None and cut < n:
+            fault = Fault(base + int(positions[cut]), int(base_offsets[cut]), errors[cut])
+        return fault
+
+    def _v2_records(
+        self, window: np.ndarray, parts: _Parts, positions: np.ndarray, h: np.ndarray,
+        src_start: np.ndarray, src_end: np.ndarray, cut: int, base: int, scratch_free: bool,
+    ) -> tuple[int, Fault | None]:
+        counts = h[:cut, K.H_COUNT]
+        row0 = np.zeros(cut, np.int64)
+        np.cumsum(counts[:-1], out=row0[1:])
+        total = int(row0[-1] + counts[-1])
+        get = self._buffer if scratch_free else (lambda _n, k: np.empty(k, np.int64))
+        r = {f: get(f, total) for f in _ROW_FIELDS if f != "ts_type"}
+        status = np.zeros(cut, np.int32)
+        errpos = np.zeros(cut, np.int64)
+        arena = parts.arena_array()
+        attrs = h[:cut, K.H_ATTRIBUTES]
+        log_append = ((attrs & 0x08) != 0).astype(np.int8)
+        K.decode_v2_records(
+            window, arena, src_start[:cut], src_end[:cut], counts, row0,
+            h[:cut, K.H_BASE_OFFSET], h[:cut, K.H_BASE_TS], h[:cut, K.H_MAX_TS], log_append,
+            h[:cut, K.H_LOD], r["offset"], r["ts"], r["kpos"], r["klen"], r["vpos"], r["vlen"],
+            r["hpos"], r["hcount"], status, errpos,
+        )
+        fault = None
+        failed = np.flatnonzero(status)
+        if failed.shape[0]:
+            j = int(failed[0])
+            where = "decompressed records" if src_start[j] >= window.shape[0] else "records"
+            err = CorruptSegmentError(
+                f"{K.RECORD_ERRORS[int(status[j])]} (byte {int(errpos[j] - src_start[j])} of the "
+                f"batch's {where})")
+            fault = Fault(base + int(positions[j]), int(h[j, K.H_BASE_OFFSET]), err)
+            cut = j
+            if cut == 0:
+                return 0, fault
+            counts = counts[:cut]
+            attrs = attrs[:cut]
+            log_append = log_append[:cut]
+            total = int(row0[cut - 1] + counts[-1])
+            r = {f: a[:total] for f, a in r.items()}
+        r["ts_type"] = np.repeat(log_append.astype(np.int32), counts)
+        keep = self._row_filter(r["offset"], h[:cut], counts)
+        if self.want_entry:
+            r["entry"] = np.repeat(
+                np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64), counts)
+        if keep is not None:
+            r = {f: a[keep] for f, a in r.items()}
+        elif scratch_free:
+            # scratch arrays are reused by the next window; the Arrow build copies what it keeps
+            pass
+        parts.rows.append(r)
+        return cut, fault
+
+    def _row_filter(self, offsets: np.ndarray, h: np.ndarray, counts: np.ndarray
+                    ) -> np.ndarray | None:
+        """Rows to keep (None = all): no control records, offset range, no aborted data."""
+        b = self.bounds
+        attrs = h[:, K.H_ATTRIBUTES]
+        keep = None
+        control = (attrs & 0x20) != 0
+        if control.any():
+            keep = ~np.repeat(control, counts)
+        if b.start_offset is not None and offsets.shape[0] and offsets[0] < b.start_offset:
+            low = offsets >= b.start_offset
+            keep = low if keep is None else keep & low
+        if b.end_offset is not None and offsets.shape[0] and offsets.max() >= b.end_offset:
+            high = offsets < b.end_offset
+            keep = high if keep is None else keep & high
+        if b.aborted:
+            txn = (attrs & 0x10) != 0
+            if txn.any():
+                pid = np.repeat(h[:, K.H_PRODUCER_ID], counts)
+                hit = np.repeat(txn, counts) & aborted_mask(pid, offsets, b.aborted)
+                keep = ~hit if keep is None else keep & ~hit
+        return keep
+
+    def _v2_shallow(self, positions: np.ndarray, h: np.ndarray, cut: int, parts: _Parts) -> None:
+        h = h[:cut]
+        attrs = h[:, K.H_ATTRIBUTES]
+        r = {
+            "offset": h[:, K.H_BASE_OFFSET] + h[:, K.H_LOD],
+            "ts": h[:, K.H_MAX_TS].copy(),
+            "ts_type": ((attrs & 0x08) != 0).astype(np.int32),
+            "kpos": np.zeros(cut, np.int64),
+            "klen": np.full(cut, -1, np.int64),
+            "vpos": positions[:cut] + V2_OVERHEAD,
+            "vlen": h[:, K.H_LENGTH] + 12 - V2_OVERHEAD,
+            "hpos": np.zeros(cut, np.int64),
+            "hcount": np.zeros(cut, np.int64),
+        }
+        if self.want_entry:
+            r["entry"] = np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64)
+        b = self.bounds
+        if b.aborted:
+            txn = (attrs & 0x10) != 0
+            keep = ~(txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET], b.aborted))
+            r = {f: a[keep] for f, a in r.items()}
+        parts.rows.append(r)
+
+    def _add_entries(self, parts: _Parts, positions: np.ndarray, h: np.ndarray) -> None:
+        n = positions.shape[0]
+        if self.want_entry:
+            parts.entries.append({
+                "position": positions,
+                "magic": np.full(n, 2, np.int64),
+                "codec": h[:, K.H_ATTRIBUTES] & 0x07,
+                "base_offset": h[:, K.H_BASE_OFFSET],
+                "last_offset": h[:, K.H_BASE_OFFSET] + h[:, K.H_LOD],
+                "producer_id": h[:, K.H_PRODUCER_ID],
+                "producer_epoch": h[:, K.H_PRODUCER_EPOCH],
+                "base_sequence": h[:, K.H_BASE_SEQ],
+                "attributes": h[:, K.H_ATTRIBUTES],
+                "leader_epoch": h[:, K.H_EPOCH],
+            })
+        parts.entry_count += n
+
+    # -- magic 0 / 1 ----------------------------------------------------------------------
+
+    def _legacy_run(
+        self, window: np.ndarray, base: int, positions: np.ndarray, parts: _Parts
+    ) -> Fault | None:
+        opts = self.options
+        b = self.bounds
+        mv = memoryview(window)
+        rows: dict[str, list[int]] = {f: [] for f in _ROW_FIELDS if f not in ("hpos", "hcount")}
+        row_entry: list[int] = []
+        entries: dict[str, list[int]] = {f: [] for f in _ENTRY_FIELDS}
+        fault = None
+        for p in positions.tolist():
+            try:
+                message = decode_legacy_message(mv, p, verify_checksum=opts.verify_checksums)
+                inner: list[LegacyMessage] = []
+                compressed = message.compression != 0
+                if compressed and (opts.deep or self.want_entry):
+                    inner = expand_wrapper(message, verify_checksum=opts.verify_checksums,
+                                           max_bytes=opts.max_decompressed_bytes)
+            except CorruptSegmentError as err:
+                offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
+                fault = Fault(base + p, offset, err)
+                break
+            if b.start_offset is not None and message.offset < b.start_offset:
+                continue  # the offset field is the last offset, also for wrappers
+            first = inner[0].offset if inner else message.offset
+            if b.end_offset is not None and first >= b.end_offset:
+                self.reached_end = True
+                break
+            entry = parts.entry_count + len(entries["position"])
+            for name, value in zip(_ENTRY_FIELDS, (
+                base + p, message.magic, int(message.compression), first, message.offset,
+                -1, -1, -1, message.attributes, -1,
+            ), strict=True):
+                entries[name].append(value)
+            for m in (inner if (compressed and opts.deep) else [message]):
+                if opts.deep and (
+                    (b.start_offset is not None and m.offset < b.start_offset)
+                    or (b.end_offset is not None and m.offset >= b.end_offset)
+                ):
+                    continue
+                for blob, pos_name, len_name in ((m.key, "kpos", "klen"),
+                                                 (m.value, "vpos", "vlen")):
+                    if blob is None:
+                        rows[pos_name].append(0)
+                        rows[len_name].append(-1)
+                    else:
+                        rows[pos_name].append(parts.to_arena(blob))
+                        rows[len_name].append(len(blob))
+                rows["offset"].append(m.offset)
+                rows["ts"].append(m.timestamp)
+                rows["ts_type"].append(m.timestamp_type)
+                row_entry.append(entry)
+        count = len(entries["position"])
+        if count:
+            r = {f: np.array(v, np.int64) for f, v in rows.items()}
+            r["ts_type"] = r["ts_type"].astype(np.int32)
+            r["hpos"] = np.zeros(len(row_entry), np.int64)
+            r["hcount"] = np.zeros(len(row_entry), np.int64)
+            if self.want_entry:
+                r["entry"] = np.array(row_entry, np.int64)
+                parts.entries.append({f: np.array(v, np.int64) for f, v in entries.items()})
+            parts.rows.append(r)
+            parts.entry_count += count
+        return fault
+
+    # -- Arrow ----------------------------------------------------------------------------
+
+    def _to_arrow(
+        self, window: np.ndarray, arena: np.ndarray, r: dict[str, np.ndarray],
+        entries: dict[str, np.ndarray],
+    ) -> pa.RecordBatch:
+        n = r["offset"].shape[0]
+        b = self.bounds
+        out = []
+        for name in self.columns:
+            if name == "key":
+                out.append(binary_column(window, arena, r["kpos"], r["klen"]))
+            elif name == "value":
+                out.append(binary_column(window, arena, r["vpos"], r["vlen"]))
+            elif name == "topic":
+                out.append(pa.nulls(n, pa.string()) if b.topic is None
+                           else pa.repeat(pa.scalar(b.topic, pa.string()), n))
+            elif name == "partition":
+                out.append(pa.nulls(n, pa.int32()) if b.partition is None
+                           else pa.repeat(pa.scalar(b.partition, pa.int32()), n))
+            elif name == "offset":
+                out.append(pa.array(np.ascontiguousarray(r["offset"]), pa.int64()))
+            elif name == "timestamp":
+                out.append(timestamp_column(r["ts"]))
+            elif name == "timestampType":
+                out.append(pa.array(r["ts_type"].astype(np.int32, copy=False), pa.int32()))
+            elif name == "headers":
+                out.append(headers_column(window, arena, r["hpos"], r["hcount"]))
+            else:
+                out.append(self._metadata(name, r["entry"], entries))
+        return pa.RecordBatch.from_arrays(out, schema=self.schema)
+
+    def _metadata(self, name: str, ent: np.ndarray, e: dict[str, np.ndarray]) -> pa.Array:
+        if name == "segment":
+            return pa.repeat(pa.scalar(self.bounds.segment, pa.string()), ent.shape[0])
+        if name == "compression":
+            return pa.DictionaryArray.from_arrays(
+                pa.array(e["codec"][ent].astype(np.int32)), pa.array(CODEC_LABELS)
+            ).cast(pa.string())
+        if name in ("isTransactional", "isControl"):
+            bit = 0x10 if name == "isTransactional" else 0x20
+            flags = (e["magic"][ent] == 2) & ((e["attributes"][ent] & bit) != 0)
+            return pa.array(flags, pa.bool_())
+        source, arrow_type = {
+            "magic": ("magic", pa.int8()),
+            "batchBaseOffset": ("base_offset", pa.int64()),
+            "batchLastOffset": ("last_offset", pa.int64()),
+            "producerId": ("producer_id", pa.int64()),
+            "producerEpoch": ("producer_epoch", pa.int16()),
+            "baseSequence": ("base_sequence", pa.int32()),
+            "leaderEpoch": ("leader_epoch", pa.int32()),
+            "position": ("position", pa.int64()),
+        }[name]
+        return pa.array(e[source][ent].astype(arrow_type.to_pandas_dtype()), arrow_type)
+
+
+def aborted_mask(pid: np.ndarray, offsets: np.ndarray,
+                 aborted: tuple[tuple[int, int, int], ...]) -> np.ndarray:
+    """True where (producer, offset) lies in an aborted transaction's [first, last] span."""
+    spans = np.array(aborted, np.int64).reshape(-1, 3)
+    out = np.zeros(offsets.shape[0], bool)
+    for producer in np.unique(pid).tolist():
+        mine = spans[spans[:, 0] == producer]
+        if mine.shape[0] == 0:
+            continue
+        mine = mine[np.argsort(mine[:, 1], kind="stable")]
+        sel = pid == producer
+        off = offsets[sel]
+        k = np.searchsorted(mine[:, 1], off, side="right") - 1
+        out[sel] = (k >= 0) & (off <= mine[np.maximum(k, 0), 2])
+    return out
+
+
+def _validity(valid: np.ndarray) -> pa.Buffer | None:
+    if valid.all():
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def binary_column(
+    window: np.ndarray, arena: np.ndarray, pos: np.ndarray, length: np.ndarray,
+    arrow_type: pa.DataType | None = None,
+) -> pa.Array:
+    """Gather ``[pos, pos + length)`` slices (length -1 = null) into a binary/string array."""
+    arrow_type = arrow_type or pa.binary()
+    n = pos.shape[0]
+    sizes = np.maximum(length, 0)
+    total = int(sizes.sum())
+    bounds = [0, n]
+    if total > GATHER_LIMIT:  # keep int32 offsets valid: cut into pieces
+        cum = np.cumsum(sizes)
+        bounds = [0]
+        while bounds[-1] < n:
+            done = int(cum[bounds[-1] - 1]) if bounds[-1] else 0
+            bounds.append(max(int(np.searchsorted(cum, done + GATHER_LIMIT, "right")),
+                              bounds[-1] + 1))
+    pieces = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        offsets, data = K.gather_binary(window, arena, pos[lo:hi], length[lo:hi])
+        pieces.append(pa.Array.from_buffers(
+            arrow_type, hi - lo,
+            [_validity(length[lo:hi] >= 0), pa.py_buffer(offsets), pa.py_buffer(data)]))
+    return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+
+
+def timestamp_column(ts_ms: np.ndarray) -> pa.Array:
+    """Kafka milliseconds -> Arrow timestamp[us, UTC]; -1 (no timestamp) -> null."""
+    valid = ts_ms != -1
+    return pa.Array.from_buffers(
+        TIMESTAMP_TYPE, ts_ms.shape[0], [_validity(valid), pa.py_buffer(ts_ms * 1000)])
+
+
+def headers_column(
+    window: np.ndarray, arena: np.ndarray, hpos: np.ndarray, hcount: np.ndarray
+) -> pa.Array:
+    """list<struct<key string, value binary>> from the header sections of the rows."""
+    n = hpos.shape[0]
+    list_offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(hcount, out=list_offsets[1:])
+    total = int(list_offsets[-1])
+    h_kpos = np.empty(total, np.int64)
+    h_klen = np.empty(total, np.int64)
+    h_vpos = np.empty(total, np.int64)
+    h_vlen = np.empty(total, np.int64)
+    K.decode_v2_headers(window, arena, hpos, hcount, h_kpos, h_klen, h_vpos, h_vlen)
+    keys = binary_column(window, arena, h_kpos, h_klen, pa.string())
+    try:
+        keys.validate(full=True)
+    except pa.ArrowInvalid:
+        # Java decodes header keys with replacement characters; do the same.
+        raw = binary_column(window, arena, h_kpos, h_klen)
+        keys = pa.array([v.decode("utf-8", errors="replace") for v in raw.to_pylist()],
+                        pa.string())
+    values = binary_column(window, arena, h_vpos, h_vlen)
+    struct = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE.value_type))
+    return pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), struct, type=HEADER_TYPE)
