@@ -16,7 +16,7 @@ from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 
 EARLIEST = -2
 LATEST = -1
-DEFAULT_READ_CHUNK_BYTES = 16 * 1024 * 1024
+DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024
 
 # option name (lower case) -> canonical spelling, for messages
 READ_OPTIONS = {

@@ -14,6 +14,7 @@ framing and checksum are valid.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -56,24 +57,55 @@ class ScanTask:
 
 
 class _Source:
-    """Ranged reads of one file."""
+    """Ranged reads of one file.
+
+    ``read_window`` reuses one buffer (windows are fully copied out before the next read, and
+    a reused buffer is cheaper than fresh pages); ``read`` returns independent bytes.
+    Local files use ``os.pread`` rather than a memory map: a map turns a concurrent truncation
+    of the file into a SIGBUS.
+    """
 
     def __init__(self, filesystem: pafs.FileSystem, path: str, size: int) -> None:
         self.path = path
         self.size = size
-        # Local files are memory-mapped: windows are then zero-copy views of the page cache.
+        self._fd: int | None = None
+        self._file = None
         if isinstance(filesystem, pafs.LocalFileSystem):
-            self._file = pa.memory_map(path, "r")
+            self._fd = os.open(path, os.O_RDONLY)
         else:
             self._file = filesystem.open_input_file(path)
+        self._buffer = bytearray(0)
+
+    def _clip(self, position: int, length: int) -> int:
+        return max(0, min(length, self.size - position))
 
     def read(self, position: int, length: int) -> np.ndarray:
-        length = max(0, min(length, self.size - position))
-        buf = self._file.read_at(length, position)
-        return np.frombuffer(buf, np.uint8)
+        length = self._clip(position, length)
+        if self._fd is not None:
+            return np.frombuffer(os.pread(self._fd, length, position), np.uint8)
+        assert self._file is not None
+        return np.frombuffer(self._file.read_at(length, position), np.uint8)
+
+    def read_window(self, position: int, length: int) -> np.ndarray:
+        length = self._clip(position, length)
+        if self._fd is None:
+            return self.read(position, length)
+        if len(self._buffer) < length:
+            self._buffer = bytearray(length)
+        view = memoryview(self._buffer)[:length]
+        got = 0
+        while got < length:  # pread may return short; 0 means the file shrank
+            n = os.preadv(self._fd, [view[got:]], position + got)
+            if n == 0:
+                break
+            got += n
+        return np.frombuffer(self._buffer, np.uint8, got)
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+        if self._file is not None:
+            self._file.close()
 
 
 def read_task(
@@ -117,7 +149,7 @@ class _TaskReader:
         chunk = self.options.read_chunk_bytes
         want = chunk
         while pos < self.range_end and not self.done:
-            window = self.source.read(pos, want)
+            window = self.source.read_window(pos, want)
             positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
             # entries must start inside the task's range
             keep = positions + pos < self.range_end

@@ -11,6 +11,7 @@ legacy messages, which the reference decoder hands over as bytes).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,14 +104,6 @@ class WindowDecoder:
             "producerEpoch", "baseSequence", "isTransactional", "isControl", "leaderEpoch",
             "position"))
         self.reached_end = False  # an entry at or past end_offset was seen
-        self._scratch: dict[str, np.ndarray] = {}
-
-    def _buffer(self, name: str, n: int) -> np.ndarray:
-        buf = self._scratch.get(name)
-        if buf is None or buf.shape[0] < n:
-            buf = np.empty(max(n, 1024) + (n >> 2), np.int64)
-            self._scratch[name] = buf
-        return buf[:n]
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -265,8 +258,8 @@ class WindowDecoder:
         row0 = np.zeros(cut, np.int64)
         np.cumsum(counts[:-1], out=row0[1:])
         total = int(row0[-1] + counts[-1])
-        get = self._buffer if scratch_free else (lambda _n, k: np.empty(k, np.int64))
-        r = {f: get(f, total) for f in _ROW_FIELDS if f != "ts_type"}
+        get = _scratch if scratch_free else (lambda _n, k: np.empty(k, np.int64))
+        r = {f: get(f, total) for f in _ROW_FIELDS}
         status = np.zeros(cut, np.int32)
         errpos = np.zeros(cut, np.int64)
         arena = parts.arena_array()
@@ -275,7 +268,7 @@ class WindowDecoder:
         K.decode_v2_records(
             window, arena, src_start[:cut], src_end[:cut], counts, row0,
             h[:cut, K.H_BASE_OFFSET], h[:cut, K.H_BASE_TS], h[:cut, K.H_MAX_TS], log_append,
-            h[:cut, K.H_LOD], r["offset"], r["ts"], r["kpos"], r["klen"], r["vpos"], r["vlen"],
+            h[:cut, K.H_LOD], r["offset"], r["ts"], r["ts_type"], r["kpos"], r["klen"], r["vpos"], r["vlen"],
             r["hpos"], r["hcount"], status, errpos,
         )
         fault = None
@@ -295,16 +288,13 @@ class WindowDecoder:
             log_append = log_append[:cut]
             total = int(row0[cut - 1] + counts[-1])
             r = {f: a[:total] for f, a in r.items()}
-        r["ts_type"] = np.repeat(log_append.astype(np.int32), counts)
         keep = self._row_filter(r["offset"], h[:cut], counts)
         if self.want_entry:
             r["entry"] = np.repeat(
                 np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64), counts)
         if keep is not None:
             r = {f: a[keep] for f, a in r.items()}
-        elif scratch_free:
-            # scratch arrays are reused by the next window; the Arrow build copies what it keeps
-            pass
+        # scratch arrays are reused by the next window: the Arrow build copies what it keeps
         parts.rows.append(r)
         return cut, fault
 
@@ -459,11 +449,11 @@ class WindowDecoder:
                 out.append(pa.nulls(n, pa.int32()) if b.partition is None
                            else pa.repeat(pa.scalar(b.partition, pa.int32()), n))
             elif name == "offset":
-                out.append(pa.array(np.ascontiguousarray(r["offset"]), pa.int64()))
+                out.append(_fixed_width(r["offset"], pa.int64()))
             elif name == "timestamp":
                 out.append(timestamp_column(r["ts"]))
             elif name == "timestampType":
-                out.append(pa.array(r["ts_type"].astype(np.int32, copy=False), pa.int32()))
+                out.append(_fixed_width(r["ts_type"], pa.int32()))
             elif name == "headers":
                 out.append(headers_column(window, arena, r["hpos"], r["hcount"]))
             else:
@@ -511,6 +501,31 @@ def aborted_mask(pid: np.ndarray, offsets: np.ndarray,
     return out
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(name: str, n: int) -> np.ndarray:
+    """A reusable int64 array of at least ``n`` (per thread; contents die with the window)."""
+    pool = _SCRATCH.__dict__.setdefault("pool", {})
+    buf = pool.get(name)
+    if buf is None or buf.shape[0] < n:
+        buf = np.empty(max(n, 1024) + (n >> 2), np.int64)
+        pool[name] = buf
+    return buf[:n]
+
+
+def _allocate(n: int, dtype: type) -> tuple[pa.Buffer, np.ndarray]:
+    """An output buffer from Arrow's pool (which reuses freed memory) and a numpy view of it."""
+    buf = pa.allocate_buffer(n * np.dtype(dtype).itemsize)
+    return buf, np.frombuffer(buf, dtype, n)
+
+
+def _fixed_width(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    buf, view = _allocate(values.shape[0], arrow_type.to_pandas_dtype())
+    np.copyto(view, values, casting="unsafe")
+    return pa.Array.from_buffers(arrow_type, values.shape[0], [None, buf])
+
+
 def _validity(valid: np.ndarray) -> pa.Buffer | None:
     if valid.all():
         return None
@@ -524,11 +539,10 @@ def binary_column(
     """Gather ``[pos, pos + length)`` slices (length -1 = null) into a binary/string array."""
     arrow_type = arrow_type or pa.binary()
     n = pos.shape[0]
-    sizes = np.maximum(length, 0)
-    total = int(sizes.sum())
     bounds = [0, n]
-    if total > GATHER_LIMIT:  # keep int32 offsets valid: cut into pieces
-        cum = np.cumsum(sizes)
+    if window.shape[0] + arena.shape[0] > GATHER_LIMIT and int(np.maximum(length, 0).sum()) > GATHER_LIMIT:
+        # keep the int32 offsets valid: cut into pieces
+        cum = np.cumsum(np.maximum(length, 0))
         bounds = [0]
         while bounds[-1] < n:
             done = int(cum[bounds[-1] - 1]) if bounds[-1] else 0
@@ -536,18 +550,21 @@ def binary_column(
                               bounds[-1] + 1))
     pieces = []
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        offsets, data = K.gather_binary(window, arena, pos[lo:hi], length[lo:hi])
+        offsets_buf, offsets = _allocate(hi - lo + 1, np.int32)
+        size = K.binary_offsets(length[lo:hi], offsets)
+        data_buf, data = _allocate(size, np.uint8)
+        K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data)
         pieces.append(pa.Array.from_buffers(
-            arrow_type, hi - lo,
-            [_validity(length[lo:hi] >= 0), pa.py_buffer(offsets), pa.py_buffer(data)]))
+            arrow_type, hi - lo, [_validity(length[lo:hi] >= 0), offsets_buf, data_buf]))
     return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
 
 
 def timestamp_column(ts_ms: np.ndarray) -> pa.Array:
     """Kafka milliseconds -> Arrow timestamp[us, UTC]; -1 (no timestamp) -> null."""
     valid = ts_ms != -1
-    return pa.Array.from_buffers(
-        TIMESTAMP_TYPE, ts_ms.shape[0], [_validity(valid), pa.py_buffer(ts_ms * 1000)])
+    buf, micros = _allocate(ts_ms.shape[0], np.int64)
+    np.multiply(ts_ms, 1000, out=micros)
+    return pa.Array.from_buffers(TIMESTAMP_TYPE, ts_ms.shape[0], [_validity(valid), buf])
 
 
 def headers_column(

@@ -173,7 +173,7 @@ def _blob(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
     return length, pos, pos + length
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True, nogil=True)
 def decode_v2_records(
     src0: np.ndarray,
     src1: np.ndarray,
@@ -188,6 +188,7 @@ def decode_v2_records(
     b_lod: np.ndarray,
     r_offset: np.ndarray,
     r_ts: np.ndarray,
+    r_ts_type: np.ndarray,
     r_kpos: np.ndarray,
     r_klen: np.ndarray,
     r_vpos: np.ndarray,
@@ -201,12 +202,11 @@ def decode_v2_records(
 
     Addresses below ``len(src0)`` are in ``src0``, the others in ``src1`` (shifted by
     ``len(src0)``); batch ``b``'s records span ``[b_start[b], b_end[b])`` and fill rows
-    ``b_row0[b] .. b_row0[b] + b_count[b]``. Batches are decoded in order and decoding stops at
-    the first malformed one, which gets a non-zero ``b_status`` and the address of the fault in
-    ``b_errpos``.
+    ``b_row0[b] .. b_row0[b] + b_count[b]``. Batches are independent (decoded in parallel); a
+    malformed one gets a non-zero ``b_status`` and the address of the fault in ``b_errpos``.
     """
     len0 = src0.shape[0]
-    for b in range(b_start.shape[0]):
+    for b in prange(b_start.shape[0]):
         shift = 0
         buf = src0
         if b_start[b] >= len0:
@@ -288,6 +288,7 @@ def decode_v2_records(
                 break
             r_offset[row] = base_offset + delta
             r_ts[row] = max_ts if log_append else base_ts + ts_delta
+            r_ts_type[row] = 1 if log_append else 0
             r_kpos[row] = kpos + shift
             r_klen[row] = klen
             r_vpos[row] = vpos + shift
@@ -299,8 +300,6 @@ def decode_v2_records(
             status = 8
         b_status[b] = status
         b_errpos[b] = pos + shift
-        if status != 0:
-            return
 
 
 @njit(cache=True)
@@ -335,27 +334,34 @@ def decode_v2_headers(
             h += 1
 
 
-@njit(cache=True, parallel=True)
-def gather_binary(
-    src0: np.ndarray, src1: np.ndarray, pos: np.ndarray, length: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Copy the ``[pos, pos + length)`` slices into Arrow binary offsets + data.
+@njit(cache=True, nogil=True)
+def binary_offsets(length: np.ndarray, offsets: np.ndarray) -> int:
+    """Fill Arrow int32 offsets (n + 1) for slices of ``length`` (-1 = null); return the total.
 
-    A length of -1 is a null (zero bytes here; the caller builds the validity bitmap). The
-    caller keeps the total under 2 GiB so the int32 offsets hold.
+    The caller keeps the total under 2 GiB so the int32 offsets hold.
     """
-    n = pos.shape[0]
-    offsets = np.empty(n + 1, np.int32)
     total = 0
     offsets[0] = 0
-    for i in range(n):
+    for i in range(length.shape[0]):
         ln = length[i]
         if ln > 0:
             total += ln
         offsets[i + 1] = total
-    data = np.empty(total, np.uint8)
+    return total
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def gather_into(
+    src0: np.ndarray,
+    src1: np.ndarray,
+    pos: np.ndarray,
+    length: np.ndarray,
+    offsets: np.ndarray,
+    data: np.ndarray,
+) -> None:
+    """Copy the ``[pos, pos + length)`` slices to ``data`` at ``offsets`` (see binary_offsets)."""
     len0 = src0.shape[0]
-    for i in prange(n):
+    for i in prange(pos.shape[0]):
         ln = length[i]
         if ln > 0:
             o = offsets[i]
@@ -364,7 +370,6 @@ def gather_binary(
                 data[o : o + ln] = src0[p : p + ln]
             else:
                 data[o : o + ln] = src1[p - len0 : p - len0 + ln]
-    return offsets, data
 
 
 @njit(cache=True)
