@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install the package with its test extra. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
