@@ -564,3 +564,27 @@ def build_indexes(
     offset_index = encode_offset_index((last_offsets[chosen], positions[chosen]), base_offset)
     time_index = encode_time_index((time_ts, time_offsets), base_offset)
     return offset_index, time_index
+
+
+def rebuild_indexes(
+    log: bytes | bytearray | memoryview,
+    base_offset: int,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+) -> tuple[bytes, bytes]:
+    """``(.index, .timeindex)`` bytes for a whole ``.log``, as a broker's recovery writes them.
+
+    Raises :class:`CorruptSegmentError` when the log cannot be framed to its end (a broker would
+    truncate there; rebuilding an index for a damaged log is refused instead).
+    """
+    from kafka_segments_ds.records.batches import require_complete, scan_entries
+
+    table = scan_entries(log)
+    require_complete(table, len(log))
+    return build_indexes(
+        table.positions,
+        table.sizes,
+        table.last_offsets,
+        table.max_timestamps,
+        base_offset,
+        index_interval_bytes,
+    )
