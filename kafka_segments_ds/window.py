@@ -195,13 +195,10 @@ class WindowDecoder:
             if bad.shape[0]:
                 cut = int(bad[0])
                 errors[cut] = make(cut)
+        # checksums first: a mismatch cuts the run before anything is decompressed
         if opts.verify_checksums and cut:
-            mv = memoryview(window)
+            actual = _checksums(window, positions[:cut], ends[:cut])
             stored = h[:cut, K.H_CRC]
-            actual = np.fromiter(
-                (crc32c(mv[p + 21:e]) for p, e in zip(positions[:cut].tolist(),
-                                                      ends[:cut].tolist(), strict=True)),
-                np.int64, cut)
             bad = np.flatnonzero(actual != stored)
             if bad.shape[0]:
                 i = int(bad[0])
@@ -238,22 +235,38 @@ class WindowDecoder:
                     run_arena.append(data)
                 if run_arena:
                     parts.to_arena(run_arena[0] if len(run_arena) == 1 else b"".join(run_arena))
-        fault = None
+        decoded = None
         if deep and cut:
-            cut, fault = self._v2_records(window, parts, positions, h, src_start, src_end, cut,
-                                          base, scratch_free)
-        elif cut:
-            self._v2_shallow(positions, h, cut, parts)
+            decoded = self._decode_records(window, parts, h, src_start, src_end, cut,
+                                           scratch_free)
+        fault_error: CorruptSegmentError | None = None
+        if decoded is not None:
+            status, errpos = decoded[0], decoded[1]
+            failed = np.flatnonzero(status[:cut])
+            if failed.shape[0]:
+                cut = int(failed[0])
+                where = ("decompressed records" if src_start[cut] >= window.shape[0]
+                         else "records")
+                fault_error = CorruptSegmentError(
+                    f"{K.RECORD_ERRORS[int(status[cut])]} (byte "
+                    f"{int(errpos[cut] - src_start[cut])} of the batch's {where})")
+        if fault_error is None and cut < n:
+            fault_error = errors[cut]
         if cut:
+            if decoded is not None:
+                self._keep_rows(parts, h, cut, decoded[2], decoded[3])
+            elif not deep:
+                self._v2_shallow(positions, h, cut, parts)
             self._add_entries(parts, base + positions[:cut], h[:cut])
-        if fault is None and cut < n:
-            fault = Fault(base + int(positions[cut]), int(base_offsets[cut]), errors[cut])
-        return fault
+        if fault_error is None:
+            return None
+        return Fault(base + int(positions[cut]), int(base_offsets[cut]), fault_error)
 
-    def _v2_records(
-        self, window: np.ndarray, parts: _Parts, positions: np.ndarray, h: np.ndarray,
-        src_start: np.ndarray, src_end: np.ndarray, cut: int, base: int, scratch_free: bool,
-    ) -> tuple[int, Fault | None]:
+    def _decode_records(
+        self, window: np.ndarray, parts: _Parts, h: np.ndarray, src_start: np.ndarray,
+        src_end: np.ndarray, cut: int, scratch_free: bool,
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Run the record kernel over batches [0, cut): (status, errpos, rows, row0)."""
         counts = h[:cut, K.H_COUNT]
         row0 = np.zeros(cut, np.int64)
         np.cumsum(counts[:-1], out=row0[1:])
@@ -262,32 +275,22 @@ class WindowDecoder:
         r = {f: get(f, total) for f in _ROW_FIELDS}
         status = np.zeros(cut, np.int32)
         errpos = np.zeros(cut, np.int64)
-        arena = parts.arena_array()
-        attrs = h[:cut, K.H_ATTRIBUTES]
-        log_append = ((attrs & 0x08) != 0).astype(np.int8)
+        log_append = ((h[:cut, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8)
         K.decode_v2_records(
-            window, arena, src_start[:cut], src_end[:cut], counts, row0,
+            window, parts.arena_array(), src_start[:cut], src_end[:cut], counts, row0,
             h[:cut, K.H_BASE_OFFSET], h[:cut, K.H_BASE_TS], h[:cut, K.H_MAX_TS], log_append,
-            h[:cut, K.H_LOD], r["offset"], r["ts"], r["ts_type"], r["kpos"], r["klen"], r["vpos"], r["vlen"],
-            r["hpos"], r["hcount"], status, errpos,
+            h[:cut, K.H_LOD], r["offset"], r["ts"], r["ts_type"], r["kpos"], r["klen"],
+            r["vpos"], r["vlen"], r["hpos"], r["hcount"], status, errpos,
         )
-        fault = None
-        failed = np.flatnonzero(status)
-        if failed.shape[0]:
-            j = int(failed[0])
-            where = "decompressed records" if src_start[j] >= window.shape[0] else "records"
-            err = CorruptSegmentError(
-                f"{K.RECORD_ERRORS[int(status[j])]} (byte {int(errpos[j] - src_start[j])} of the "
-                f"batch's {where})")
-            fault = Fault(base + int(positions[j]), int(h[j, K.H_BASE_OFFSET]), err)
-            cut = j
-            if cut == 0:
-                return 0, fault
-            counts = counts[:cut]
-            attrs = attrs[:cut]
-            log_append = log_append[:cut]
-            total = int(row0[cut - 1] + counts[-1])
-            r = {f: a[:total] for f, a in r.items()}
+        return status, errpos, r, row0
+
+    def _keep_rows(
+        self, parts: _Parts, h: np.ndarray, cut: int, r: dict[str, np.ndarray], row0: np.ndarray
+    ) -> None:
+        """Rows of the good batches [0, cut), filtered, appended to the window's parts."""
+        counts = h[:cut, K.H_COUNT]
+        total = int(row0[cut - 1] + counts[-1])
+        r = {f: a[:total] for f, a in r.items()}
         keep = self._row_filter(r["offset"], h[:cut], counts)
         if self.want_entry:
             r["entry"] = np.repeat(
@@ -296,7 +299,6 @@ class WindowDecoder:
             r = {f: a[keep] for f, a in r.items()}
         # scratch arrays are reused by the next window: the Arrow build copies what it keeps
         parts.rows.append(r)
-        return cut, fault
 
     def _row_filter(self, offsets: np.ndarray, h: np.ndarray, counts: np.ndarray
                     ) -> np.ndarray | None:
@@ -502,6 +504,14 @@ def aborted_mask(pid: np.ndarray, offsets: np.ndarray,
 
 
 _SCRATCH = threading.local()
+
+
+def _checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """CRC-32C of each batch (bytes [21, end) of its entry)."""
+    mv = memoryview(window)
+    return np.fromiter(
+        (crc32c(mv[p + 21:e]) for p, e in zip(positions.tolist(), ends.tolist(), strict=True)),
+        np.int64, positions.shape[0])
 
 
 def _scratch(name: str, n: int) -> np.ndarray:
