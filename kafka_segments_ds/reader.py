@@ -317,32 +317,30 @@ def iter_v2_headers(
         pos = 0
         want = options.read_chunk_bytes
         while pos < segment.size:
-            window = source.read(pos, min(want, 1 << 20) if want <= options.read_chunk_bytes
-                                 else want)
+            window = source.read(pos, want)
             positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
             v2 = positions[magics == 2]
             headers = K.parse_v2_headers(window, v2)
             for i in range(v2.shape[0]):
-                p = int(v2[i])
+                absolute = pos + int(v2[i])
                 length = int(headers[i, K.H_LENGTH]) + 12
-                absolute = pos + p
 
                 def read_entry(absolute: int = absolute, length: int = length) -> bytes:
                     return source.read(absolute, length).tobytes()
 
                 yield absolute, headers[i], read_entry
-            if outcome == K.FRAMING_END:
-                pos += stop
-                want = options.read_chunk_bytes
-            elif outcome == K.FRAMING_PARTIAL and stop > 0:
-                pos += stop
-                want = options.read_chunk_bytes
-            elif outcome == K.FRAMING_PARTIAL and pos + window.shape[0] < segment.size:
+            if outcome == K.FRAMING_PARTIAL and stop == 0:
+                # one entry larger than the window: widen the window to hold it
+                if window.shape[0] < 17:
+                    return  # truncated tail
                 size = int.from_bytes(window[8:12].tobytes(), "big", signed=True)
-                if size < 14 or pos + 12 + size > segment.size:
-                    return
+                if pos + 12 + size > segment.size:
+                    return  # truncated tail
                 want = 12 + size
-            else:
-                return
+                continue
+            if outcome != K.FRAMING_END and outcome != K.FRAMING_PARTIAL:
+                return  # damaged framing or zero tail: the reader reports it
+            pos += stop
+            want = options.read_chunk_bytes
     finally:
         source.close()

@@ -34,6 +34,7 @@ from kafka_segments_ds.records.legacy import (
 from kafka_segments_ds.schema import HEADER_TYPE, TIMESTAMP_TYPE, arrow_schema
 
 V2_OVERHEAD = 61
+_MAX_MS = (2**63 - 1) // 1000
 GATHER_LIMIT = 1 << 30  # key/value bytes per Arrow array chunk (binary offsets are int32)
 _ROW_FIELDS = ("offset", "ts", "ts_type", "kpos", "klen", "vpos", "vlen", "hpos", "hcount")
 _ENTRY_FIELDS = ("position", "magic", "codec", "base_offset", "last_offset", "producer_id",
@@ -572,6 +573,11 @@ def binary_column(
 def timestamp_column(ts_ms: np.ndarray) -> pa.Array:
     """Kafka milliseconds -> Arrow timestamp[us, UTC]; -1 (no timestamp) -> null."""
     valid = ts_ms != -1
+    # a millisecond value this far out (garbage, ±292,000 years) has no microsecond form
+    out_of_range = (ts_ms > _MAX_MS) | (ts_ms < -_MAX_MS)
+    if out_of_range.any():
+        valid &= ~out_of_range
+        ts_ms = np.where(out_of_range, 0, ts_ms)
     buf, micros = _allocate(ts_ms.shape[0], np.int64)
     np.multiply(ts_ms, 1000, out=micros)
     return pa.Array.from_buffers(TIMESTAMP_TYPE, ts_ms.shape[0], [_validity(valid), buf])
