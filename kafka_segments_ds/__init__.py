@@ -41,7 +41,24 @@ __all__ = [
     "__version__",
     "iter_batches",
     "read_table",
+    "register",
 ]
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafkasegments`` data source with a SparkSession.
+
+    Not needed when the package is installed (Spark finds ``pyspark_kafkasegments``), but
+    harmless; use it when the package is only on ``sys.path``.
+
+    Parameters
+    ----------
+    spark
+        A :class:`pyspark.sql.SparkSession`.
+    """
+    from kafka_segments_ds.datasource import KafkaSegmentsDataSource
+
+    spark.dataSource.register(KafkaSegmentsDataSource)
 
 
 def iter_batches(

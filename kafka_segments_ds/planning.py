@@ -33,6 +33,18 @@ OPEN_TRANSACTION_END = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
+class Pruning:
+    """Bounds from pushed-down filters. They only skip data that cannot match: the rows a
+    task returns are still filtered by the engine (except the offset bounds, applied exactly)."""
+
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    offset_low: int | None = None  # inclusive
+    offset_high: int | None = None  # exclusive
+    min_timestamp: int | None = None  # ms: skip batches whose max timestamp is below
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The tasks of one read, in (topic, partition, offset) order."""
 
@@ -44,8 +56,10 @@ def plan_scan(
     path: str | list[str] | tuple[str, ...],
     options: ReadOptions,
     filesystem: pafs.FileSystem | None = None,
+    pruning: Pruning | None = None,
 ) -> Plan:
     """Discover the segments under ``path`` and cut them into ScanTasks for ``options``."""
+    pruning = pruning or Pruning()
     paths = [path] if isinstance(path, str) else list(path)
     partitions: list[PartitionLog] = []
     for p in paths:
@@ -54,6 +68,10 @@ def plan_scan(
         partitions.extend(discover(root, fsys))
         filesystem = fsys if filesystem is None else filesystem
     partitions = _select(partitions, options)
+    if pruning.topics is not None:
+        partitions = [p for p in partitions if p.topic in pruning.topics]
+    if pruning.partitions is not None:
+        partitions = [p for p in partitions if p.partition in pruning.partitions]
     assert filesystem is not None or not partitions
     tasks: list[ScanTask] = []
     starts = _offset_map(options.starting_offsets, partitions, "startingOffsets")
@@ -101,12 +119,18 @@ def plan_scan(
             start = EARLIEST
         start_offset = None if start == EARLIEST else start
         end_offset = None if end == LATEST else end
+        if pruning.offset_low is not None:
+            start_offset = max(start_offset or 0, pruning.offset_low)
+        if pruning.offset_high is not None:
+            end_offset = (pruning.offset_high if end_offset is None
+                          else min(end_offset, pruning.offset_high))
         if start_offset is not None and end_offset is not None and end_offset <= start_offset:
             continue
         aborted: tuple[tuple[int, int, int], ...] = ()
         if options.read_committed:
             aborted = collect_aborted(filesystem, part, options)
-        tasks.extend(_segment_tasks(filesystem, part, start_offset, end_offset, aborted))
+        tasks.extend(_segment_tasks(filesystem, part, start_offset, end_offset, aborted,
+                                    pruning.min_timestamp))
     return Plan(tuple(tasks), tuple(partitions))
 
 
@@ -168,6 +192,7 @@ def _segment_tasks(
     start_offset: int | None,
     end_offset: int | None,
     aborted: tuple[tuple[int, int, int], ...],
+    min_timestamp: int | None = None,
 ) -> list[ScanTask]:
     tasks = []
     segs = part.segments
@@ -188,6 +213,9 @@ def _segment_tasks(
                     start_position = kidx.lookup_offset(index, start_offset).position
                 if end_offset is not None:
                     end_position = kidx.lookup_position_after(index, end_offset)
+        if min_timestamp is not None:
+            start_position = max(start_position,
+                                 _position_before_time(filesystem, seg, next_base, min_timestamp))
         seg_aborted = tuple(
             a for a in aborted if a[2] >= seg.base_offset and (next_base is None or a[1] < next_base)
         )
@@ -200,11 +228,32 @@ def _segment_tasks(
                 end_position=end_position,
                 start_offset=start_offset,
                 end_offset=end_offset,
+                min_max_timestamp=min_timestamp,
                 aborted=seg_aborted,
                 is_last_segment=next_base is None,
             )
         )
     return tasks
+
+
+def _position_before_time(
+    filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, target: int
+) -> int:
+    """A position before which no record has a timestamp >= ``target`` (0 if unknown).
+
+    A time-index entry (T, O) with T < target says every record up to O has a timestamp
+    <= T, so reading may start at the batch holding O.
+    """
+    tindex = _load_time_index(filesystem, seg, next_base)
+    if tindex is None or tindex.timestamps.shape[0] == 0 or target <= -2**63 + 1:
+        return 0
+    entry = kidx.lookup_timestamp(tindex, target - 1)
+    if entry.timestamp < 0:
+        return 0
+    index = _load_offset_index(filesystem, seg)
+    if index is None:
+        return 0
+    return kidx.lookup_offset(index, entry.offset).position
 
 
 def offset_for_timestamp(

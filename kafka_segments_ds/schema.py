@@ -18,7 +18,6 @@ class Column:
     arrow_type: pa.DataType
     spark_ddl: str
     group: str  # "default" | "headers" | "metadata"
-    nullable: bool = True
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -26,22 +25,22 @@ COLUMNS: tuple[Column, ...] = (
     Column("value", pa.binary(), "binary", "default"),
     Column("topic", pa.string(), "string", "default"),
     Column("partition", pa.int32(), "int", "default"),
-    Column("offset", pa.int64(), "bigint", "default", nullable=False),
+    Column("offset", pa.int64(), "bigint", "default"),
     Column("timestamp", TIMESTAMP_TYPE, "timestamp", "default"),
-    Column("timestampType", pa.int32(), "int", "default", nullable=False),
+    Column("timestampType", pa.int32(), "int", "default"),
     Column("headers", HEADER_TYPE, "array<struct<key:string,value:binary>>", "headers"),
-    Column("magic", pa.int8(), "tinyint", "metadata", nullable=False),
-    Column("compression", pa.string(), "string", "metadata", nullable=False),
-    Column("batchBaseOffset", pa.int64(), "bigint", "metadata", nullable=False),
-    Column("batchLastOffset", pa.int64(), "bigint", "metadata", nullable=False),
-    Column("producerId", pa.int64(), "bigint", "metadata", nullable=False),
-    Column("producerEpoch", pa.int16(), "smallint", "metadata", nullable=False),
-    Column("baseSequence", pa.int32(), "int", "metadata", nullable=False),
-    Column("isTransactional", pa.bool_(), "boolean", "metadata", nullable=False),
-    Column("isControl", pa.bool_(), "boolean", "metadata", nullable=False),
-    Column("leaderEpoch", pa.int32(), "int", "metadata", nullable=False),
-    Column("segment", pa.string(), "string", "metadata", nullable=False),
-    Column("position", pa.int64(), "bigint", "metadata", nullable=False),
+    Column("magic", pa.int8(), "tinyint", "metadata"),
+    Column("compression", pa.string(), "string", "metadata"),
+    Column("batchBaseOffset", pa.int64(), "bigint", "metadata"),
+    Column("batchLastOffset", pa.int64(), "bigint", "metadata"),
+    Column("producerId", pa.int64(), "bigint", "metadata"),
+    Column("producerEpoch", pa.int16(), "smallint", "metadata"),
+    Column("baseSequence", pa.int32(), "int", "metadata"),
+    Column("isTransactional", pa.bool_(), "boolean", "metadata"),
+    Column("isControl", pa.bool_(), "boolean", "metadata"),
+    Column("leaderEpoch", pa.int32(), "int", "metadata"),
+    Column("segment", pa.string(), "string", "metadata"),
+    Column("position", pa.int64(), "bigint", "metadata"),
 )
 BY_NAME = {c.name: c for c in COLUMNS}
 
@@ -57,8 +56,12 @@ def default_columns(include_headers: bool, include_metadata: bool) -> tuple[str,
 
 
 def arrow_schema(columns: tuple[str, ...]) -> pa.Schema:
-    """Arrow schema of ``columns`` (names must be known)."""
-    return pa.schema([pa.field(n, BY_NAME[n].arrow_type, BY_NAME[n].nullable) for n in columns])
+    """Arrow schema of ``columns`` (names must be known).
+
+    Every field is nullable, as in Spark's Kafka source schema (Spark checks the batches a
+    Python data source yields against it, nullability included).
+    """
+    return pa.schema([pa.field(n, BY_NAME[n].arrow_type) for n in columns])
 
 
 def spark_ddl(columns: tuple[str, ...]) -> str:

@@ -277,6 +277,7 @@ class WindowDecoder:
         status = np.zeros(cut, np.int32)
         errpos = np.zeros(cut, np.int64)
         log_append = ((h[:cut, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8)
+        K.use_threads(int((src_end[:cut] - src_start[:cut]).sum()))
         K.decode_v2_records(
             window, parts.arena_array(), src_start[:cut], src_end[:cut], counts, row0,
             h[:cut, K.H_BASE_OFFSET], h[:cut, K.H_BASE_TS], h[:cut, K.H_MAX_TS], log_append,
@@ -341,9 +342,13 @@ class WindowDecoder:
         if self.want_entry:
             r["entry"] = np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64)
         b = self.bounds
-        if b.aborted:
-            txn = (attrs & 0x10) != 0
-            keep = ~(txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET], b.aborted))
+        if self.options.read_committed:
+            # what a read_committed consumer sees: no markers, no aborted batches
+            keep = (attrs & 0x20) == 0
+            if b.aborted:
+                txn = (attrs & 0x10) != 0
+                keep &= ~(txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET],
+                                             b.aborted))
             r = {f: a[keep] for f, a in r.items()}
         parts.rows.append(r)
 
@@ -564,6 +569,7 @@ def binary_column(
         offsets_buf, offsets = _allocate(hi - lo + 1, np.int32)
         size = K.binary_offsets(length[lo:hi], offsets)
         data_buf, data = _allocate(size, np.uint8)
+        K.use_threads(size)
         K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data)
         pieces.append(pa.Array.from_buffers(
             arrow_type, hi - lo, [_validity(length[lo:hi] >= 0), offsets_buf, data_buf]))

@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -37,6 +38,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 SAMPLE_RECORDS_PER_PARTITION = 800
 SAMPLE_SEGMENT_BYTES = 12000
 INDEX_SUFFIXES = (".index", ".timeindex")
+
+
+@pytest.fixture(scope="module")
+def serial_kernels() -> Iterator[None]:
+    """Run the numba kernels on one thread for a module (``pytestmark = usefixtures(...)``).
+
+    Test data is tiny, so a parallel region per window costs more than its work, and on a
+    shared CPU the OpenMP threads spin-wait for one another for milliseconds per call (10x the
+    run time here). An explicit ``NUMBA_NUM_THREADS`` in the environment is left alone.
+    """
+    if "NUMBA_NUM_THREADS" in os.environ:
+        yield
+        return
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +108,7 @@ class PartitionBuilder:
     ``batch``/``legacy*`` return the offsets they wrote; ``close`` rolls the last segment.
     """
 
-    def __init__(self, directory: Path, **writer_options: int) -> None:
+    def __init__(self, directory: Path, **writer_options: Any) -> None:
         self.directory = directory
         self.writer = PartitionWriter(directory, **writer_options)
 
@@ -177,7 +199,7 @@ def make_partition(log_dir: Path) -> Iterator[Callable[..., PartitionBuilder]]:
     """Factory: ``make_partition("topic-0", segment_bytes=..., index_interval_bytes=...,
     next_offset=...)`` -> a :class:`PartitionBuilder` writing ``log_dir/topic-0``."""
 
-    def make(name: str = "t-0", **writer_options: int) -> PartitionBuilder:
+    def make(name: str = "t-0", **writer_options: Any) -> PartitionBuilder:
         return PartitionBuilder(log_dir / name, **writer_options)
 
     yield make

@@ -1,14 +1,17 @@
-"""Tests for kafka_segments_ds.options: names, values, exclusivity, and their path into read_table."""
+"""Tests for kafka_segments_ds.options: names, values, exclusivity, and the path to read_table."""
 
 from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kafka_segments_ds import InvalidOptionError, KafkaSegmentsError, read_table
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, parse_read_options
+
+pytestmark = pytest.mark.usefixtures("serial_kernels")
 
 
 def test_defaults() -> None:
@@ -243,8 +246,8 @@ def test_read_table_option_names_case_insensitive(sample_dir: Path) -> None:
 
 
 def test_read_table_fs_options_are_accepted_locally(sample_dir: Path) -> None:
-    table = read_table(str(sample_dir / "metrics-v1-0"), **{"fs.some.setting": "x"},
-                       endingOffsets='{"metrics-v1":{"0":2}}')
+    options: dict[str, Any] = {"fs.some.setting": "x", "endingOffsets": '{"metrics-v1":{"0":2}}'}
+    table = read_table(str(sample_dir / "metrics-v1-0"), **options)
     assert table.num_rows == 2
 
 

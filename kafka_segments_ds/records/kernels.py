@@ -11,8 +11,25 @@ The readable reference for the same logic is :mod:`kafka_segments_ds.records.v2`
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, prange
+import os
+
+# Passive waiting: spinning OpenMP threads steal the cores a loaded host (or Spark's JVM)
+# needs; set before numba starts its threading layer, and only if the user has not.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from numba import njit, prange  # noqa: E402
+
+PARALLEL_MIN_BYTES = 1 << 20  # below this a kernel runs on the calling thread only
+
+
+def use_threads(work_bytes: int) -> None:
+    """Set the kernels' thread count for a job of ``work_bytes`` (thread-local in numba).
+
+    Waking a thread pool costs more than small jobs take, and on a busy host far more.
+    """
+    numba.set_num_threads(1 if work_bytes < PARALLEL_MIN_BYTES else numba.config.NUMBA_NUM_THREADS)
 
 # Framing outcomes of hop_entries.
 FRAMING_END = 0  # consumed the buffer exactly

@@ -1,0 +1,109 @@
+"""Spark glue: the ``kafkasegments`` Python data source. The only module importing pyspark."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.options import ReadOptions, parse_read_options
+from kafka_segments_ds.planning import plan_scan
+from kafka_segments_ds.reader import ScanTask, read_task
+from kafka_segments_ds.schema import check_columns, default_columns, spark_ddl
+
+
+class KafkaSegmentsDataSource(DataSource):
+    """Read Apache Kafka log segment files (``.log`` + indexes) without a broker.
+
+    ``spark.read.format("kafkasegments").load(path)`` where ``path`` is a Kafka log dir (of
+    ``<topic>-<partition>`` directories), one partition directory, one ``.log`` file, a glob,
+    local or any URI pyarrow.fs opens (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``).
+
+    Schema: ``key binary, value binary, topic string, partition int, offset bigint,
+    timestamp timestamp, timestampType int``, plus ``headers`` with ``includeHeaders=true`` and
+    the metadata columns (``magic, compression, batchBaseOffset, batchLastOffset, producerId,
+    producerEpoch, baseSequence, isTransactional, isControl, leaderEpoch, segment, position``)
+    with ``includeMetadata=true``. A user schema naming a subset of these columns projects.
+
+    Options (case-insensitive), as in Spark's Kafka source where it has them:
+    ``iteration`` (deep | shallow), ``subscribe``, ``subscribePattern``, ``assign``,
+    ``startingOffsets`` / ``endingOffsets`` (earliest / latest / JSON, ending exclusive),
+    ``startingTimestamp`` / ``endingTimestamp``, ``startingOffsetsByTimestamp`` /
+    ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``isolationLevel``
+    (read_uncommitted | read_committed), ``includeHeaders``, ``includeMetadata``, ``mode``
+    (FAILFAST | DROPMALFORMED), ``verifyChecksums``, ``failOnDataLoss``,
+    ``maxDecompressedBytes``, ``maxBatchBytes``, ``readChunkBytes``, ``maxBytesPerPartition``
+    (default 128 MiB), ``minPartitions``, and ``fs.*`` storage settings.
+
+    The reader does not implement ``pushFilters`` (so it works whatever
+    ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp
+    options. Spark 4.3 reuses the partitions planned for a query with pushed filters for a later
+    query on the same DataFrame that pushes none, which would make pruning by filters return
+    too few rows.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkasegments"
+
+    def _parsed(self) -> tuple[list[str], ReadOptions]:
+        options = dict(self.options)
+        paths: list[str] = []
+        for key in list(options):
+            lowered = key.lower()
+            if lowered == "path":
+                paths.append(options.pop(key))
+            elif lowered == "paths":
+                value = options.pop(key)
+                paths.extend(json.loads(value) if value.startswith("[") else [value])
+        if not paths:
+            raise InvalidOptionError(
+                'no path given: spark.read.format("kafkasegments").load("/path/to/kafka-logs")'
+            )
+        return paths, parse_read_options(options)
+
+    def schema(self) -> str:
+        _, opts = self._parsed()
+        return spark_ddl(default_columns(opts.include_headers, opts.include_metadata))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        paths, opts = self._parsed()
+        columns = check_columns([field.name for field in schema.fields])
+        return KafkaSegmentsReader(paths, opts, columns)
+
+
+@dataclass(frozen=True)
+class SegmentScanPartition(InputPartition):
+    """One scan task; ``None`` for the single empty partition of an empty result."""
+
+    task: ScanTask | None
+
+    def __init__(self, task: ScanTask | None) -> None:  # InputPartition wants a value
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "value", task)
+
+
+class KafkaSegmentsReader(DataSourceReader):
+    """Plans scan tasks on the driver; streams Arrow batches on executors."""
+
+    def __init__(self, paths: list[str], options: ReadOptions, columns: tuple[str, ...]):
+        self.paths = paths
+        self.options = options
+        self.columns = columns
+
+    def partitions(self) -> Sequence[InputPartition]:
+        plan = plan_scan(self.paths, self.options)
+        if not plan.tasks:
+            return [SegmentScanPartition(None)]
+        return [SegmentScanPartition(t) for t in plan.tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        task = partition.task  # type: ignore[attr-defined]
+        if task is None:
+            return iter(())
+        return read_task(task, self.options, self.columns)
