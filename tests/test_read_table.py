@@ -703,17 +703,19 @@ def test_timestamp_window(jumbled_partition: dict[str, Path]) -> None:
 def test_timestamps_with_log_append_time(make_partition: Callable[..., Any]) -> None:
     """Under LogAppendTime every record of a batch carries the batch's maxTimestamp."""
     part = make_partition("lat-0")
-    part.batch([500, 100])
+    part.batch([50, 100])
     specs = [RecordSpec(value=b"x", timestamp=ts) for ts in (10, 900, 20)]
     part.writer.append(encode_batch(specs, base_offset=2, timestamp_type=1,
                                     log_append_time=300), 4)
     part.batch([250, 700])
     directory = str(part.close())
     full = read_table(directory)
-    assert timestamps_ms(full) == [500, 100, 300, 300, 300, 250, 700]
+    assert timestamps_ms(full) == [50, 100, 300, 300, 300, 250, 700]
     assert full.column("timestampType").to_pylist() == [0, 0, 1, 1, 1, 0, 0]
-    assert offsets(read_table(directory, startingTimestamp=200)) == [0, 1, 2, 3, 4, 5, 6]
-    assert offsets(read_table(directory, startingTimestamp=501)) == [6]
+    # by CreateTime, 900 (offset 3) would be the first timestamp >= 200
+    assert offsets(read_table(directory, startingTimestamp=200)) == [2, 3, 4, 5, 6]
+    assert offsets(read_table(directory, startingTimestamp=301)) == [6]
+    assert offsets(read_table(directory, endingTimestamp=300)) == [0, 1]
     assert offsets(read_table(directory, startingTimestamp=300, endingTimestamp=600)) == [2, 3,
                                                                                          4, 5]
 
