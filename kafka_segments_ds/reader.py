@@ -189,12 +189,8 @@ class _TaskReader:
                         continue
                     pos, want = next_pos, max(chunk, entry_len)
                     continue
-                # An entry that runs past the end of the file: a truncated tail, unless valid
-                # entries follow (then its size field is damaged).
-                resume = self._past_eof(next_pos)
-                if resume is None:
-                    break
-                pos, want = resume, chunk
+                self._past_eof(next_pos)
+                break
             else:
                 resume = self._bad_framing(next_pos, outcome)
                 if resume is None:
@@ -215,21 +211,15 @@ class _TaskReader:
         log.warning("dropping malformed entry: %s", located)
         return self._resync(position)
 
-    def _past_eof(self, position: int) -> int | None:
-        found = self._resync(position, quiet=True)
-        if found is None:
-            self.skipped_tail = self.file_end - position
-            if self._is_zero(position, self.file_end):
-                log.info("%s: zero-filled tail from byte %d", self.source.path, position)
-            else:
-                log.warning(
-                    "%s: %d bytes of a truncated entry at the end of the file ignored",
-                    self.source.path, self.skipped_tail,
-                )
-            return None
-        err = CorruptSegmentError("entry size runs past the end of the file but valid entries "
-                                  "follow (damaged size field)")
-        return self._fail(err, position)
+    def _past_eof(self, position: int) -> None:
+        """An entry that runs past the end of the file: the end of the data, as for a broker
+        (a copy taken while the broker was appending, or a truncated copy)."""
+        self.skipped_tail = self.file_end - position
+        if self._is_zero(position, self.file_end):
+            log.info("%s: zero-filled tail from byte %d", self.source.path, position)
+        else:
+            log.warning("%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
+                        self.source.path, position, self.skipped_tail)
 
     def _bad_framing(self, position: int, outcome: int) -> int | None:
         if self._is_zero(position, self.file_end):
@@ -262,7 +252,7 @@ class _TaskReader:
             start += block.shape[0]
         return True
 
-    def _resync(self, position: int, quiet: bool = False) -> int | None:
+    def _resync(self, position: int) -> int | None:
         """First position > ``position`` holding a well-framed entry with a valid checksum."""
         step = max(self.options.read_chunk_bytes, 1 << 20)
         start = position + 1
@@ -276,8 +266,7 @@ class _TaskReader:
                     break
                 absolute = start + cand
                 if self._entry_is_valid(absolute):
-                    if not quiet:
-                        log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
+                    log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
                     return absolute
                 rel = cand + 1
             start += step
