@@ -231,6 +231,7 @@ def _segment_tasks(
                 min_max_timestamp=min_timestamp,
                 aborted=seg_aborted,
                 is_last_segment=next_base is None,
+                next_base_offset=next_base,
             )
         )
     return tasks
@@ -280,6 +281,7 @@ def offset_for_timestamp(
             start_position=start_position,
             min_max_timestamp=target,
             is_last_segment=next_base is None,
+            next_base_offset=next_base,
         )
         for arrow_batch in read_task(task, options, ("offset", "timestamp"), filesystem):
             ts = arrow_batch.column(1).cast("int64").to_numpy(zero_copy_only=False)

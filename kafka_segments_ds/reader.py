@@ -54,6 +54,7 @@ class ScanTask:
     min_max_timestamp: int | None = None
     aborted: tuple[tuple[int, int, int], ...] = ()
     is_last_segment: bool = True
+    next_base_offset: int | None = None  # offsets of this segment must stay below it
 
 
 class _Source:
@@ -140,7 +141,8 @@ class _TaskReader:
         self.skipped_tail = 0
         self.decoder = WindowDecoder(options, TaskBounds(
             task.topic, task.partition, task.segment.path, task.start_offset, task.end_offset,
-            task.min_max_timestamp, task.aborted), columns)
+            task.min_max_timestamp, task.aborted, task.segment.base_offset,
+            task.next_base_offset), columns)
 
     # -- window loop -------------------------------------------------------------------------
 
@@ -189,8 +191,10 @@ class _TaskReader:
                         continue
                     pos, want = next_pos, max(chunk, entry_len)
                     continue
-                self._past_eof(next_pos)
-                break
+                resume = self._past_eof(next_pos)
+                if resume is None:
+                    break
+                pos, want = resume, chunk
             else:
                 resume = self._bad_framing(next_pos, outcome)
                 if resume is None:
@@ -211,15 +215,38 @@ class _TaskReader:
         log.warning("dropping malformed entry: %s", located)
         return self._resync(position)
 
-    def _past_eof(self, position: int) -> None:
-        """An entry that runs past the end of the file: the end of the data, as for a broker
-        (a copy taken while the broker was appending, or a truncated copy)."""
+    def _past_eof(self, position: int) -> int | None:
+        """An entry at ``position`` runs past the end of the file.
+
+        That is the end of the data, as for a broker (a copy taken while the broker was
+        appending, or a truncated copy), unless a chain of valid entries starts later and runs
+        exactly to the end of the file: then this entry's size field is damaged.
+        """
+        candidate = self._scan_for_entry(position + 1)
+        if candidate is not None and self._chain_reaches_end(candidate):
+            err = CorruptSegmentError(
+                "entry size runs past the end of the file, but valid entries follow "
+                f"from byte {candidate} (damaged size field)")
+            offset = int.from_bytes(self.source.read(position, 8).tobytes(), "big", signed=True)
+            return self._fail(err, position, offset)
         self.skipped_tail = self.file_end - position
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled tail from byte %d", self.source.path, position)
         else:
             log.warning("%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
                         self.source.path, position, self.skipped_tail)
+        return None
+
+    def _chain_reaches_end(self, position: int) -> bool:
+        """Whether valid entries follow each other from ``position`` to the end of the file."""
+        while position < self.file_end:
+            if self._is_zero(position, self.file_end):
+                return True
+            if not self._entry_is_valid(position):
+                return False
+            head = self.source.read(position, 12)
+            position += 12 + int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+        return position == self.file_end
 
     def _bad_framing(self, position: int, outcome: int) -> int | None:
         if self._is_zero(position, self.file_end):
@@ -253,9 +280,25 @@ class _TaskReader:
         return True
 
     def _resync(self, position: int) -> int | None:
-        """First position > ``position`` holding a well-framed entry with a valid checksum."""
+        """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
+
+        If the damaged entry's size field leads to a valid entry (or exactly to the end),
+        trust it: scanning its own bytes could "find" the inner messages of a damaged wrapper.
+        Otherwise take the first later position holding a well-framed entry with a valid
+        checksum.
+        """
+        head = self.source.read(position, 12)
+        if head.shape[0] == 12:
+            following = position + 12 + int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+            if following in (self.range_end, self.file_end):
+                return None  # the damaged entry was the last one
+            if position + 26 <= following < self.range_end and self._entry_is_valid(following):
+                return following
+        return self._scan_for_entry(position + 1)
+
+    def _scan_for_entry(self, start: int) -> int | None:
+        """First position >= ``start`` holding a well-framed entry with a valid checksum."""
         step = max(self.options.read_chunk_bytes, 1 << 20)
-        start = position + 1
         while start < self.range_end:
             window = self.source.read(start, step + 64)
             limit = min(window.shape[0], self.range_end - start)
@@ -265,12 +308,24 @@ class _TaskReader:
                 if cand < 0:
                     break
                 absolute = start + cand
-                if self._entry_is_valid(absolute):
+                if self._entry_is_valid(absolute) and self._successor_is_valid(absolute):
                     log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
                     return absolute
                 rel = cand + 1
             start += step
         return None
+
+    def _successor_is_valid(self, position: int) -> bool:
+        """Whether the entry after the (valid) one at ``position`` is valid too, or the end.
+
+        One valid-looking entry is not enough: a damaged compressed wrapper can hold its inner
+        messages verbatim, each with a correct checksum.
+        """
+        head = self.source.read(position, 12)
+        following = position + 12 + int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+        if following in (self.range_end, self.file_end):
+            return True
+        return self._entry_is_valid(following) or self._is_zero(following, self.file_end)
 
     def _entry_is_valid(self, position: int) -> bool:
         head = self.source.read(position, 17)

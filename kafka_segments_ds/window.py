@@ -61,6 +61,8 @@ class TaskBounds:
     end_offset: int | None
     min_max_timestamp: int | None
     aborted: tuple[tuple[int, int, int], ...]
+    segment_base: int = 0  # offsets in the segment are >= its base offset ...
+    next_base: int | None = None  # ... and below the next segment's
 
 
 class _Parts:
@@ -105,6 +107,8 @@ class WindowDecoder:
             "producerEpoch", "baseSequence", "isTransactional", "isControl", "leaderEpoch",
             "position"))
         self.reached_end = False  # an entry at or past end_offset was seen
+        # offsets strictly increase through a log: the last offset of the last good entry
+        self.last_offset = bounds.segment_base - 1
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -154,6 +158,12 @@ class WindowDecoder:
         h = K.parse_v2_headers(window, positions)
         base_offsets = h[:, K.H_BASE_OFFSET]
         last_offsets = base_offsets + h[:, K.H_LOD]
+        order_fault = self._check_order(base, positions, base_offsets, last_offsets)
+        if order_fault is not None:
+            cut = int(np.searchsorted(positions, order_fault.position - base))
+            positions, h = positions[:cut], h[:cut]
+            base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
+        all_positions, all_last = positions, last_offsets
         # offsets increase through a log: the first batch at/after end_offset ends the task
         if b.end_offset is not None:
             beyond = np.flatnonzero(base_offsets >= b.end_offset)
@@ -173,7 +183,7 @@ class WindowDecoder:
             base_offsets, last_offsets = base_offsets[keep], last_offsets[keep]
         n = positions.shape[0]
         if n == 0:
-            return None
+            return order_fault
         lengths = h[:, K.H_LENGTH] + 12
         ends = positions + lengths
         attrs = h[:, K.H_ATTRIBUTES]
@@ -260,8 +270,41 @@ class WindowDecoder:
                 self._v2_shallow(positions, h, cut, parts)
             self._add_entries(parts, base + positions[:cut], h[:cut])
         if fault_error is None:
-            return None
+            return order_fault
+        # the order check ran ahead: the offsets seen so far end before this fault
+        prior = np.flatnonzero(all_positions < positions[cut])
+        self.last_offset = int(all_last[prior[-1]]) if prior.shape[0] else self.last_offset_in
         return Fault(base + int(positions[cut]), int(base_offsets[cut]), fault_error)
+
+    def _check_order(
+        self, base: int, positions: np.ndarray, base_offsets: np.ndarray, last_offsets: np.ndarray
+    ) -> Fault | None:
+        """Offsets must increase from entry to entry and stay inside the segment's range.
+
+        Advances ``last_offset`` over the good entries; returns the first bad one as a fault.
+        """
+        b = self.bounds
+        previous = np.empty_like(last_offsets)
+        previous[0] = self.last_offset
+        previous[1:] = last_offsets[:-1]
+        bad = base_offsets <= previous
+        if b.next_base is not None:
+            bad |= last_offsets >= b.next_base
+        found = np.flatnonzero(bad)
+        self.last_offset_in = self.last_offset
+        if found.shape[0] == 0:
+            self.last_offset = int(last_offsets[-1])
+            return None
+        i = int(found[0])
+        if i:
+            self.last_offset = int(last_offsets[i - 1])
+        first, last, prev = int(base_offsets[i]), int(last_offsets[i]), int(previous[i])
+        if first <= prev:
+            reason = f"offsets not increasing: batch offsets {first}..{last} after offset {prev}"
+        else:
+            reason = (f"batch offsets {first}..{last} reach the next segment's base offset "
+                      f"{b.next_base}")
+        return Fault(base + int(positions[i]), first, CorruptSegmentError(reason))
 
     def _decode_records(
         self, window: np.ndarray, parts: _Parts, h: np.ndarray, src_start: np.ndarray,
@@ -384,18 +427,37 @@ class WindowDecoder:
         for p in positions.tolist():
             try:
                 message = decode_legacy_message(mv, p, verify_checksum=opts.verify_checksums)
-                inner: list[LegacyMessage] = []
-                compressed = message.compression != 0
+            except CorruptSegmentError as err:
+                offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
+                # the decoder's position is the entry's own (window-relative) start
+                fault = Fault(base + p, offset, type(err)(err.reason))
+                break
+            inner: list[LegacyMessage] = []
+            compressed = message.compression != 0
+            try:
                 if compressed and (opts.deep or self.want_entry):
                     inner = expand_wrapper(message, verify_checksum=opts.verify_checksums,
                                            max_bytes=opts.max_decompressed_bytes)
             except CorruptSegmentError as err:
-                offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
-                fault = Fault(base + p, offset, err)
+                where = ("" if err.position is None
+                         else f" (byte {err.position} of the decompressed wrapper payload)")
+                fault = Fault(base + p, message.offset, type(err)(err.reason + where))
                 break
+            first = inner[0].offset if inner else message.offset
+            problem = None
+            if first <= self.last_offset:
+                problem = f"offsets not increasing: offset {first} after offset {self.last_offset}"
+            elif any(a.offset >= z.offset for a, z in zip(inner, inner[1:])):
+                problem = "inner message offsets of a compressed wrapper are not increasing"
+            elif b.next_base is not None and message.offset >= b.next_base:
+                problem = (f"offset {message.offset} reaches the next segment's base offset "
+                           f"{b.next_base}")
+            if problem is not None:
+                fault = Fault(base + p, message.offset, CorruptSegmentError(problem))
+                break
+            self.last_offset = message.offset
             if b.start_offset is not None and message.offset < b.start_offset:
                 continue  # the offset field is the last offset, also for wrappers
-            first = inner[0].offset if inner else message.offset
             if b.end_offset is not None and first >= b.end_offset:
                 self.reached_end = True
                 break

@@ -27,9 +27,10 @@ from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.samples import PartitionWriter, write_sample_log_dir
 
 # The numba kernels compile on first use, so a wall-clock deadline only measures the JIT.
-settings.register_profile("dev", deadline=None, max_examples=50)
+# dev keeps hypothesis' default example count; ci (HYPOTHESIS_PROFILE=ci) tries more.
+settings.register_profile("dev", deadline=None)
 settings.register_profile(
-    "ci", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
+    "ci", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 

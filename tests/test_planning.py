@@ -28,7 +28,8 @@ from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapp
 pytestmark = pytest.mark.usefixtures("serial_kernels")
 
 SAMPLE_PARTITIONS = (("legacy.events", 0), ("metrics-v1", 0), ("orders", 0), ("orders", 1))
-# last offset of each sample partition (records_per_partition - 1)
+# last offset of each sample partition: conftest writes 800 records per partition (test_samples
+# checks the count through the checkpoints)
 SAMPLE_LAST = 799
 
 
@@ -335,3 +336,17 @@ def test_read_committed_attaches_aborted_spans(sample_dir: Path) -> None:
         holds = last >= task.segment.base_offset and (not nxt or first < min(nxt))
         assert (task.aborted != ()) == holds
     assert all(t.aborted == () for t in plan(sample_dir / "orders-1").tasks)
+
+
+def test_aborted_spans_from_markers_equal_the_txnindex(sample_dir: Path, tmp_path: Path) -> None:
+    for partition in (0, 1):
+        copy = tmp_path / f"orders-{partition}"
+        shutil.copytree(sample_dir / f"orders-{partition}", copy)
+        for path in copy.glob("*.txnindex"):
+            path.unlink()
+        indexed = plan(sample_dir / f"orders-{partition}", isolationLevel="read_committed")
+        from_markers = plan(copy, isolationLevel="read_committed")
+        assert [t.segment.base_offset for t in indexed.tasks] == [
+            t.segment.base_offset for t in from_markers.tasks]
+        assert [t.aborted for t in indexed.tasks] == [t.aborted for t in from_markers.tasks]
+        assert any(t.aborted for t in indexed.tasks)
