@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -260,7 +260,12 @@ def _position_before_time(
 def offset_for_timestamp(
     filesystem: pafs.FileSystem, part: PartitionLog, target: int, options: ReadOptions
 ) -> int | None:
-    """Earliest offset whose record timestamp is >= ``target`` (Kafka's offsetsForTimes)."""
+    """Earliest offset whose record timestamp is >= ``target`` (Kafka's offsetsForTimes).
+
+    Like the broker's lookup, it walks every record in offset order, control records and
+    aborted transactions included, whatever the read's iteration and isolation.
+    """
+    options = replace(options, iteration="deep", read_committed=False)
     segs = part.segments
     for i, seg in enumerate(segs):
         next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -282,6 +287,7 @@ def offset_for_timestamp(
             min_max_timestamp=target,
             is_last_segment=next_base is None,
             next_base_offset=next_base,
+            include_control=True,
         )
         for arrow_batch in read_task(task, options, ("offset", "timestamp"), filesystem):
             ts = arrow_batch.column(1).cast("int64").to_numpy(zero_copy_only=False)

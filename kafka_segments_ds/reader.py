@@ -55,6 +55,7 @@ class ScanTask:
     aborted: tuple[tuple[int, int, int], ...] = ()
     is_last_segment: bool = True
     next_base_offset: int | None = None  # offsets of this segment must stay below it
+    include_control: bool = False  # return control records as rows (internal lookups)
 
 
 class _Source:
@@ -142,7 +143,7 @@ class _TaskReader:
         self.decoder = WindowDecoder(options, TaskBounds(
             task.topic, task.partition, task.segment.path, task.start_offset, task.end_offset,
             task.min_max_timestamp, task.aborted, task.segment.base_offset,
-            task.next_base_offset), columns)
+            task.next_base_offset, task.include_control), columns)
 
     # -- window loop -------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ class TaskBounds:
     aborted: tuple[tuple[int, int, int], ...]
     segment_base: int = 0  # offsets in the segment are >= its base offset ...
     next_base: int | None = None  # ... and below the next segment's
+    include_control: bool = False  # control records as rows (offset lookups count them)
 
 
 class _Parts:
@@ -352,7 +353,7 @@ class WindowDecoder:
         attrs = h[:, K.H_ATTRIBUTES]
         keep = None
         control = (attrs & 0x20) != 0
-        if control.any():
+        if control.any() and not b.include_control:
             keep = ~np.repeat(control, counts)
         if b.start_offset is not None and offsets.shape[0] and offsets[0] < b.start_offset:
             low = offsets >= b.start_offset
@@ -526,13 +527,13 @@ class WindowDecoder:
                 out.append(_fixed_width(r["ts_type"], pa.int32()))
             elif name == "headers":
                 out.append(headers_column(window, arena, r["hpos"], r["hcount"]))
+            elif name == "segment":
+                out.append(pa.repeat(pa.scalar(b.segment, pa.string()), n))
             else:
                 out.append(self._metadata(name, r["entry"], entries))
         return pa.RecordBatch.from_arrays(out, schema=self.schema)
 
     def _metadata(self, name: str, ent: np.ndarray, e: dict[str, np.ndarray]) -> pa.Array:
-        if name == "segment":
-            return pa.repeat(pa.scalar(self.bounds.segment, pa.string()), ent.shape[0])
         if name == "compression":
             return pa.DictionaryArray.from_arrays(
                 pa.array(e["codec"][ent].astype(np.int32)), pa.array(CODEC_LABELS)
