@@ -132,6 +132,15 @@ class WindowDecoder:
                 run_bounds.append((idx, end, bool(is_v2)))
                 idx = end
         scratch_free = len(run_bounds) == 1
+        outlier = int(K.first_offset_outlier(
+            K.entry_last_offsets(window, positions, magics), self.last_offset))
+        if outlier >= 0:
+            # decode up to the outlier, then report it (the reader resumes after it)
+            p = int(positions[outlier])
+            offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
+            outlier_fault = Fault(base + p, offset, CorruptSegmentError(
+                "offset out of order with the entries around it (damaged offset field)"))
+            run_bounds = [(s, min(e, outlier), v) for s, e, v in run_bounds if s < outlier]
         for start, end, is_v2 in run_bounds:
             run = positions[start:end]
             if is_v2:
@@ -140,6 +149,8 @@ class WindowDecoder:
                 fault = self._legacy_run(window, base, run, parts)
             if fault is not None or self.reached_end:
                 break
+        if fault is None and not self.reached_end and outlier >= 0:
+            fault = outlier_fault
         if not parts.rows:
             return None, fault
         rows = parts.merged(_ROW_FIELDS + (("entry",) if self.want_entry else ()), parts.rows)
@@ -428,13 +439,13 @@ class WindowDecoder:
         for p in positions.tolist():
             try:
                 message = decode_legacy_message(mv, p, verify_checksum=opts.verify_checksums)
+                compressed = message.compression != 0  # raises for zstd or ids 5-7
             except CorruptSegmentError as err:
                 offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
                 # the decoder's position is the entry's own (window-relative) start
                 fault = Fault(base + p, offset, type(err)(err.reason))
                 break
             inner: list[LegacyMessage] = []
-            compressed = message.compression != 0
             try:
                 if compressed and (opts.deep or self.want_entry):
                     inner = expand_wrapper(message, verify_checksum=opts.verify_checksums,

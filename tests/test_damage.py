@@ -16,6 +16,7 @@ Logs are built with the library's builder; every test knows the exact offsets it
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import random
 import struct
@@ -170,7 +171,7 @@ def test_truncated_last_entry_is_end_of_data(
 ) -> None:
     log = v2_log(count=40)
     last = len(log.entries[-1].data)
-    n = {"all-but-16": last - 16, "all-but-1": last - 1}.get(cut, cut)  # type: ignore[call-overload]
+    n = cut if isinstance(cut, int) else {"all-but-16": last - 16, "all-but-1": last - 1}[cut]
     path = write(tmp_path, log.data[:-n])
     assert offsets(path, mode=mode, readChunkBytes=chunk) == log.offsets(without=(39,))
 
@@ -343,6 +344,21 @@ def test_dropmalformed_drops_only_the_damaged_batches(
         without=victims)
 
 
+@pytest.mark.parametrize("victims", [(0,), (2,), (4,), (1, 2)])
+def test_shallow_iteration_checks_and_drops_too(tmp_path: Path, victims: tuple[int, ...]) -> None:
+    log = v2_log(count=5)
+    data = log.data
+    for v in victims:
+        data = flip(data, log.position(v) + len(log.entries[v].data) - 5)
+    path = write(tmp_path, data)
+    with pytest.raises(ChecksumError) as info:
+        offsets(path, iteration="shallow")
+    assert_located(info.value, path, log.position(victims[0]), log.entries[victims[0]].offsets[0])
+    # shallow: one row per batch, at the batch's last offset
+    assert offsets(path, iteration="shallow", mode="DROPMALFORMED") == [
+        e.offsets[-1] for i, e in enumerate(log.entries) if i not in victims]
+
+
 @CHUNKS
 @pytest.mark.parametrize("new_length", [
     "+1", "+100", "-1", "-30", "+1000000", 2**31 - 1, 49, 48, 13, 0, -1, -(2**31),
@@ -474,6 +490,18 @@ def test_unknown_magic_byte(tmp_path: Path, magic: int, victim: int) -> None:
     assert offsets(path, mode="DROPMALFORMED") == log.offsets(without=(victim,))
 
 
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_unknown_codec_id_in_a_legacy_message(tmp_path: Path, codec: int) -> None:
+    odd = encode_legacy_message(offset=3, magic=1, key=None, value=b"payload", timestamp=TS,
+                                attributes=codec)
+    before = v2_batch(0)
+    path = write(tmp_path, before.data + odd + v2_batch(4).data)
+    with pytest.raises(UnsupportedFormatError) as info:
+        offsets(path)
+    assert_located(info.value, path, len(before.data), 3)
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 4, 5, 6]
+
+
 def test_zstd_in_a_legacy_wrapper_is_rejected(tmp_path: Path) -> None:
     inner = encode_legacy_message(offset=0, magic=1, key=None, value=b"v", timestamp=TS)
     payload = zstandard.ZstdCompressor().compress(inner)
@@ -522,7 +550,7 @@ def _measure(fn: Any) -> tuple[Any, float, int]:
     start = time.perf_counter()
     try:
         result = fn()
-    except Exception as err:  # noqa: BLE001 - the caller asserts on the type
+    except Exception as err:  # the caller asserts on the type
         result = err
     finally:
         seconds = time.perf_counter() - start
@@ -642,7 +670,7 @@ def test_random_single_byte_damage(tmp_path: Path) -> None:
             outcomes[type(err).__name__] += 1
         # any other exception type fails the test here
         got = collections.Counter(_rows(path, mode="DROPMALFORMED"))
-        for start, end in zip(bounds, bounds[1:], strict=False):
+        for start, end in itertools.pairwise(bounds):
             if start <= index < end:
                 continue  # the damaged entry: anything goes
             want = collections.Counter(by_entry[start])

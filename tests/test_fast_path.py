@@ -12,9 +12,11 @@ walking the same file.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -70,7 +72,7 @@ def reference_rows(buf: bytes, path: str, *, deep: bool) -> list[dict[str, Any]]
             end = pos + header.size_in_bytes
             section: bytes | memoryview = memoryview(buf)[pos + 61 : end]
             codec = int(header.compression)
-            common = dict(
+            common: dict[str, Any] = dict(
                 magic=2, codec=codec, base=header.base_offset, last=header.last_offset,
                 producer_id=header.producer_id, producer_epoch=header.producer_epoch,
                 base_sequence=header.base_sequence, transactional=header.is_transactional,
@@ -123,7 +125,7 @@ def _check(log: bytes, directory: Path) -> None:
     p = str(path)
     deep = reference_rows(log, p, deep=True)
     shallow = reference_rows(log, p, deep=False)
-    opts = dict(includeHeaders=True, includeMetadata=True)
+    opts: dict[str, Any] = dict(includeHeaders=True, includeMetadata=True)
     assert table_rows(kafka_segments_ds.read_table(p, **opts)) == deep
     assert table_rows(kafka_segments_ds.read_table(p, readChunkBytes=4096, **opts)) == deep
     assert table_rows(kafka_segments_ds.read_table(p, iteration="shallow", **opts)) == shallow
@@ -144,7 +146,7 @@ _value = st.one_of(
     # occasionally larger than the smallest read window
     st.integers(3000, 9000).map(lambda n: bytes(range(256)) * (n // 256)),
 )
-_header_key = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+_header_key = st.text(st.characters(blacklist_categories=["Cs"]), max_size=6)
 _headers = st.lists(st.tuples(_header_key, _blob), max_size=3).map(tuple)
 _timestamp = st.integers(1, 4 * 10**12)
 
@@ -280,6 +282,16 @@ def _fixed_log() -> bytes:
                               base_offset=offset + 9))  # 10 KiB: larger than a 4 KiB window
     parts.append(encode_legacy_message(offset=offset + 10, magic=1, key=b"k",
                                        value=b"z" * 5000, timestamp=TS))
+    # -1 is "no timestamp" (null); other negative times are real (before 1970)
+    parts.append(encode_batch([RecordSpec(b"t0", timestamp=TS), RecordSpec(b"t1", timestamp=-1),
+                               RecordSpec(b"t2", timestamp=-7)], base_offset=offset + 11))
+    # a header key that is not UTF-8: decoded with replacement characters, like Java
+    odd = bytearray(encode_batch([RecordSpec(b"u", timestamp=TS, headers=(("KEY!", b"v"),))],
+                                 base_offset=offset + 14))
+    at = odd.index(b"KEY!")
+    odd[at : at + 4] = b"\xffE\xfe!"
+    struct.pack_into(">I", odd, 17, crc32c.crc32c(bytes(odd[21:])))
+    parts.append(bytes(odd))
     return b"".join(parts)
 
 
@@ -289,7 +301,11 @@ def test_fixed_mixed_log(tmp_path: Path) -> None:
     # and the reference walk itself is what was written
     offsets = [r["offset"] for r in reference_rows(log, "p", deep=True)]
     assert offsets == [0, 1, 2, 3, 4, 5, *(o for b in (10, 17, 24, 31, 38) for o in
-                                            (b, b + 3, b + 4)), 45, 48, 49, 54, 55]
+                                            (b, b + 3, b + 4)), 45, 48, 49, 54, 55, 56, 57, 58,
+                       59]
+    rows = {r["offset"]: r for r in reference_rows(log, "p", deep=True)}
+    assert [rows[o]["timestamp"] for o in (56, 57, 58)] == [TS * 1000, None, -7000]
+    assert rows[59]["headers"] == [{"key": "\ufffdE\ufffd!", "value": b"v"}]
 
 
 @pytest.mark.parametrize("chunk", [4096, 4096 + 61, 5000, 1 << 20])

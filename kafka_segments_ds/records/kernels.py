@@ -407,3 +407,33 @@ def find_entry_candidate(buf: np.ndarray, start: int, limit: int) -> int:
             continue
         return p
     return -1
+
+
+@njit(cache=True)
+def entry_last_offsets(buf: np.ndarray, positions: np.ndarray, magics: np.ndarray) -> np.ndarray:
+    """Last offset of each entry: baseOffset + lastOffsetDelta (v2), the offset field (0/1)."""
+    out = np.empty(positions.shape[0], np.int64)
+    for i in range(positions.shape[0]):
+        p = positions[i]
+        out[i] = _read_i64(buf, p)
+        if magics[i] == 2:
+            out[i] += _read_i32(buf, p + 23)
+    return out
+
+
+@njit(cache=True)
+def first_offset_outlier(lasts: np.ndarray, previous: int) -> int:
+    """Index of the first entry whose last offset sticks out above its neighbours, or -1.
+
+    An entry is an outlier when it is not below either of the next two entries while those
+    two, and the entry before it, are in order: the signature of a damaged offset field
+    (not covered by any checksum) rather than of overlapping batches, which break the order
+    only once.
+    """
+    n = lasts.shape[0]
+    for i in range(n - 2):
+        before = previous if i == 0 else lasts[i - 1]
+        if (lasts[i] >= lasts[i + 1] and lasts[i] >= lasts[i + 2]
+                and before < lasts[i + 1] < lasts[i + 2]):
+            return i
+    return -1

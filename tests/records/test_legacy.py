@@ -247,6 +247,7 @@ def test_builder_magic1_wrapper_matches_golden_inner_entries() -> None:
     assert (built.offset, built.magic, built.attributes, built.timestamp, built.key) == (
         102, 1, GZIP, 1002, None,
     )
+    assert built.value is not None
     assert decompress(GZIP, built.value, magic=1) == INNER1
 
 
@@ -270,6 +271,7 @@ def test_builder_magic0_wrapper_matches_golden_inner_entries() -> None:
         encode_legacy_wrapper(specs, last_offset=201, magic=0, compression=SNAPPY), 0
     )
     assert (built.offset, built.magic, built.attributes, built.key) == (201, 0, SNAPPY, None)
+    assert built.value is not None
     assert decompress(SNAPPY, built.value, magic=0) == INNER0
 
 
