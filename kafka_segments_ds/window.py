@@ -74,19 +74,30 @@ class _Parts:
         self.entries: list[dict[str, np.ndarray]] = []
         self.entry_count = 0
         self.arena: list[bytes] = []
+        self.window_size = window_size
         self.arena_base = window_size  # address of the next arena byte
+        self._joined: np.ndarray | None = np.empty(0, np.uint8)
 
     def to_arena(self, blob: bytes) -> int:
         address = self.arena_base
         self.arena.append(blob)
         self.arena_base += len(blob)
+        self._joined = None
         return address
 
     def arena_array(self) -> np.ndarray:
-        if not self.arena:
-            return np.empty(0, np.uint8)
-        return np.frombuffer(self.arena[0] if len(self.arena) == 1 else b"".join(self.arena),
-                             np.uint8)
+        """The arena as one array (built once per change, in Arrow's pooled memory)."""
+        if self._joined is None:
+            if len(self.arena) == 1:
+                self._joined = np.frombuffer(self.arena[0], np.uint8)
+            else:
+                _, joined = _allocate(self.arena_base - self.window_size, np.uint8)
+                at = 0
+                for blob in self.arena:
+                    joined[at:at + len(blob)] = np.frombuffer(blob, np.uint8)
+                    at += len(blob)
+                self._joined = joined
+        return self._joined
 
     def merged(self, fields: tuple[str, ...], parts: list[dict[str, np.ndarray]]
                ) -> dict[str, np.ndarray]:
@@ -256,8 +267,8 @@ class WindowDecoder:
                     src_end[i] = address + len(data)
                     address += len(data)
                     run_arena.append(data)
-                if run_arena:
-                    parts.to_arena(run_arena[0] if len(run_arena) == 1 else b"".join(run_arena))
+                for data in run_arena:
+                    parts.to_arena(data)
         decoded = None
         if deep and cut:
             decoded = self._decode_records(window, parts, h, src_start, src_end, cut,

@@ -301,6 +301,12 @@ def _snappy_compress(data: Buffer) -> bytes:
 # --- lz4 --------------------------------------------------------------------------------------
 
 
+# An LZ4 sequence turns each extra length byte into at most 255 output bytes; a block adds at
+# most its own size (4 MiB) on top.
+LZ4_MAX_RATIO = 256
+LZ4_MAX_BLOCK = 4 * 1024 * 1024
+
+
 def _lz4_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
     if _lz4f is None:
         raise MissingCodecError("lz4", "lz4")
@@ -315,6 +321,9 @@ def _lz4_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
         (bound,) = _LZ4_CONTENT_SIZE.unpack_from(view, 6)
         if bound > max_bytes:  # liblz4 rejects output that differs from the declared size
             raise _limit("lz4", max_bytes)
+    elif n * LZ4_MAX_RATIO + LZ4_MAX_BLOCK <= max_bytes:
+        # LZ4 cannot expand input more than ~255 times, so the frame surely fits: skip the walk
+        bound = n * LZ4_MAX_RATIO + LZ4_MAX_BLOCK
     else:
         # Above max_bytes this is only an upper bound: the stream decoder finds out.
         bound = _lz4_output_bound(view, hc_pos + 1, flg, view[5], max_bytes)
