@@ -1,0 +1,90 @@
+"""index.rebuild_indexes: .index/.timeindex from a .log, as a broker's recovery writes them."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import CorruptSegmentError
+from kafka_segments_ds.records.builder import (
+    RecordSpec,
+    encode_batch,
+    encode_legacy_message,
+    encode_legacy_wrapper,
+)
+from kafka_segments_ds.records.compression import CompressionType
+
+BASE = 1000
+
+
+def _log() -> tuple[bytes, list[tuple[int, int, int, int]]]:
+    """Entries of ~300 bytes (magic 0, 1 and 2) with (position, size, last offset, max ts)."""
+    entries = []
+    offset = BASE
+    ts = 5_000
+    for i in range(12):
+        if i < 3:
+            blob = encode_legacy_message(offset=offset, magic=0, key=None, value=b"x" * 280)
+            last, max_ts = offset, -1
+        elif i < 6:
+            specs = [RecordSpec(value=b"y" * 90, timestamp=ts + k) for k in range(3)]
+            blob = encode_legacy_wrapper(specs, last_offset=offset + 2, magic=1,
+                                         compression=CompressionType.GZIP)
+            last, max_ts = offset + 2, ts + 2
+        else:
+            # CreateTime timestamps that go down once: the running max must not
+            stamps = [ts + 10, ts - 50, ts + 3]
+            specs = [RecordSpec(value=b"z" * 80, timestamp=t) for t in stamps]
+            blob = encode_batch(specs, base_offset=offset)
+            last, max_ts = offset + 2, ts + 10
+        entries.append((blob, last, max_ts))
+        offset = last + 1
+        ts += 100
+    data = b""
+    facts = []
+    for blob, last, max_ts in entries:
+        facts.append((len(data), len(blob), last, max_ts))
+        data += blob
+    return data, facts
+
+
+def _expected(facts: list[tuple[int, int, int, int]], interval: int) -> tuple[bytes, bytes]:
+    offset_entries = []
+    time_entries = []
+    last_entry = 0
+    max_ts, max_ts_offset = -1, BASE
+    last_time = -1
+    for position, size, last, batch_max in facts:
+        if batch_max > max_ts:
+            max_ts, max_ts_offset = batch_max, last
+        if position - last_entry > interval:
+            offset_entries.append(struct.pack(">ii", last - BASE, position))
+            if max_ts > last_time:
+                time_entries.append(struct.pack(">qi", max_ts, max_ts_offset - BASE))
+                last_time = max_ts
+            last_entry = position
+        del size
+    if max_ts > last_time:
+        time_entries.append(struct.pack(">qi", max_ts, max_ts_offset - BASE))
+    return b"".join(offset_entries), b"".join(time_entries)
+
+
+@pytest.mark.parametrize("interval", [0, 500, 1000, 4096, 10**6])
+def test_rebuild_matches_the_broker_rules(interval: int) -> None:
+    data, facts = _log()
+    offset_index, time_index = kidx.rebuild_indexes(data, BASE, interval)
+    assert (offset_index, time_index) == _expected(facts, interval)
+    if interval == 0:
+        # every entry after the first is indexed; the first (position 0) never is
+        assert len(offset_index) == 8 * (len(facts) - 1)
+    parsed = kidx.parse_offset_index(offset_index, BASE, len(data))
+    positions = {f[0] for f in facts}
+    assert set(parsed.positions.tolist()) <= positions
+
+
+def test_rebuild_refuses_a_log_it_cannot_frame() -> None:
+    data, _ = _log()
+    with pytest.raises(CorruptSegmentError, match="byte position"):
+        kidx.rebuild_indexes(data[:-5], BASE)
