@@ -42,7 +42,7 @@ def build_log(path: Path, records: int, codec: int) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(1)
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789 ,:{}\"", np.uint8)
+    alphabet = np.frombuffer(b'abcdefghijklmnopqrstuvwxyz0123456789 ,:{}"', np.uint8)
     values = alphabet[rng.integers(0, alphabet.shape[0], size=(4096, VALUE_BYTES))]
     value_list = [bytes(v) for v in values]
     ts = 1_700_000_000_000
@@ -54,8 +54,9 @@ def build_log(path: Path, records: int, codec: int) -> None:
             base = offset
             while offset < records:
                 key = b"key-%012d" % offset
-                meta = builder.append(offset - base, ts + offset // 100, key,
-                                      value_list[offset % 4096], [])
+                meta = builder.append(
+                    offset - base, ts + offset // 100, key, value_list[offset % 4096], []
+                )
                 if meta is None:
                     break
                 offset += 1
@@ -141,7 +142,8 @@ def main(argv: list[str]) -> int:
     ours(plain)  # JIT warm-up (cached on disk after the first run)
 
     (t_ours, t_peer), (n_ours, n_peer) = best_of(
-        args.repeat, lambda: ours(plain), lambda: aiokafka_iterate(plain))
+        args.repeat, lambda: ours(plain), lambda: aiokafka_iterate(plain)
+    )
     assert n_ours == n_peer == args.records, (n_ours, n_peer)
     print(f"uncompressed v2, {args.records:,} records, {size_mb:.0f} MB")
     print(f"  read_table         {n_ours / t_ours / 1e6:8.2f} M records/s  ({t_ours:.3f} s)")
@@ -152,7 +154,8 @@ def main(argv: list[str]) -> int:
         path = data / f"{name}-{args.records}" / "bench-0" / "00000000000000000000.log"
         build_log(path, args.records, codec)
         (t_ours, t_floor), (n, _) = best_of(
-            args.repeat, lambda p=path: ours(p), lambda p=path, c=codec: decompress_only(p, c))
+            args.repeat, lambda p=path: ours(p), lambda p=path, c=codec: decompress_only(p, c)
+        )
         assert n == args.records
         print(f"{name}: {path.stat().st_size / 1e6:.0f} MB compressed")
         print(f"  read_table         {n / t_ours / 1e6:8.2f} M records/s  ({t_ours:.3f} s)")

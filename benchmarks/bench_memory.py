@@ -35,8 +35,11 @@ def build_segment(path: Path, gigabytes: float, codec: int) -> None:
     offset = 0
     while len(block) < 4 * 1024 * 1024:
         specs = [
-            RecordSpec(value=rng.bytes(100), key=b"key-%d" % (offset + i),
-                       timestamp=1_700_000_000_000 + offset + i)
+            RecordSpec(
+                value=rng.bytes(100),
+                key=b"key-%d" % (offset + i),
+                timestamp=1_700_000_000_000 + offset + i,
+            )
             for i in range(100)
         ]
         block += encode_batch(specs, base_offset=offset, compression=codec)
@@ -45,7 +48,7 @@ def build_segment(path: Path, gigabytes: float, codec: int) -> None:
     per_block = offset
     tile = np.frombuffer(bytes(block), np.uint8).copy()
     starts = table.positions
-    bases = np.array([int.from_bytes(block[p:p + 8], "big") for p in starts.tolist()], np.int64)
+    bases = np.array([int.from_bytes(block[p : p + 8], "big") for p in starts.tolist()], np.int64)
     target = int(gigabytes * 1e9)
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as out:
@@ -54,7 +57,7 @@ def build_segment(path: Path, gigabytes: float, codec: int) -> None:
         while written < target:
             shifted = (bases + k * per_block).astype(">i8").view(np.uint8).reshape(-1, 8)
             for i, p in enumerate(starts.tolist()):
-                tile[p:p + 8] = shifted[i]
+                tile[p : p + 8] = shifted[i]
             out.write(tile.tobytes())
             written += tile.shape[0]
             k += 1
@@ -86,12 +89,17 @@ def main(argv: list[str]) -> int:
         child(args.child)
         return 0
     codec = CompressionType.LZ4 if args.codec == "lz4" else CompressionType.NONE
-    path = Path(args.data) / f"mem-{args.codec}-{args.gigabytes}g" / "big-0" / (
-        "00000000000000000000.log")
+    path = (
+        Path(args.data)
+        / f"mem-{args.codec}-{args.gigabytes}g"
+        / "big-0"
+        / ("00000000000000000000.log")
+    )
     build_segment(path, args.gigabytes, codec)
     print(f"segment: {path} ({path.stat().st_size / 1e9:.2f} GB, {args.codec})")
-    result = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", str(path)], check=True, capture_output=True, text=True
+    )
     print(result.stdout.strip())
     peak = float(result.stdout.split("peak_rss_mb=")[1])
     print(f"peak RSS {peak:.0f} MB (target < 1024 MB)")

@@ -117,7 +117,9 @@ def _choice(name: str, value: Any, choices: tuple[str, ...], upper: bool = False
     text = str(value).strip()
     text = text.upper() if upper else text.lower()
     if text not in choices:
-        raise InvalidOptionError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
+        raise InvalidOptionError(
+            f"option {name} must be one of {', '.join(choices)}, not {value!r}"
+        )
     return text
 
 
@@ -136,7 +138,9 @@ def _partition_map(
     """Parse ``{"topic": {"0": 23, "1": -2}}`` into sorted (topic, partition, number) triples."""
     data = _json(name, value)
     if not isinstance(data, dict):
-        raise InvalidOptionError(f'option {name} must be a JSON object like {{"topic":{{"0":{what}}}}}')
+        raise InvalidOptionError(
+            f'option {name} must be a JSON object like {{"topic":{{"0":{what}}}}}'
+        )
     out = []
     for topic, parts in data.items():
         if not isinstance(parts, dict):
@@ -204,7 +208,9 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         try:
             re.compile(str(v))
         except re.error as err:
-            raise InvalidOptionError(f"option subscribePattern is not a valid regex: {err}") from err
+            raise InvalidOptionError(
+                f"option subscribePattern is not a valid regex: {err}"
+            ) from err
         fields["subscribe_pattern"] = str(v)
     if (v := get("assign")) is not None:
         data = _json("assign", v)
@@ -255,7 +261,11 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
     ):
         if (v := get(key)) is not None:
             fields[attr] = _int(READ_OPTIONS[key], v, minimum)
-    starts = [k for k in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp") if k in raw]
+    starts = [
+        k
+        for k in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
+        if k in raw
+    ]
     ends = [k for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in raw]
     for group in (starts, ends):
         if len(group) > 1:

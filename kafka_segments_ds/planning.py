@@ -27,7 +27,12 @@ from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.reader import ScanTask, iter_v2_headers, read_task
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.compression import decompress
-from kafka_segments_ds.records.v2 import CONTROL_ABORT, ControlMarker, decode_batch_header, iter_records
+from kafka_segments_ds.records.v2 import (
+    CONTROL_ABORT,
+    ControlMarker,
+    decode_batch_header,
+    iter_records,
+)
 
 OPEN_TRANSACTION_END = 2**63 - 1
 
@@ -63,8 +68,9 @@ def plan_scan(
     paths = [path] if isinstance(path, str) else list(path)
     partitions: list[PartitionLog] = []
     for p in paths:
-        fsys, root = kfs.resolve(p, options.storage_options()) if filesystem is None else (
-            filesystem, p)
+        fsys, root = (
+            kfs.resolve(p, options.storage_options()) if filesystem is None else (filesystem, p)
+        )
         partitions.extend(discover(root, fsys))
         filesystem = fsys if filesystem is None else filesystem
     partitions = _select(partitions, options)
@@ -76,20 +82,26 @@ def plan_scan(
     tasks: list[ScanTask] = []
     starts = _offset_map(options.starting_offsets, partitions, "startingOffsets")
     ends = _offset_map(options.ending_offsets, partitions, "endingOffsets")
-    starts_ts = _offset_map(options.starting_offsets_by_timestamp, partitions,
-                            "startingOffsetsByTimestamp")
-    ends_ts = _offset_map(options.ending_offsets_by_timestamp, partitions,
-                          "endingOffsetsByTimestamp")
+    starts_ts = _offset_map(
+        options.starting_offsets_by_timestamp, partitions, "startingOffsetsByTimestamp"
+    )
+    ends_ts = _offset_map(
+        options.ending_offsets_by_timestamp, partitions, "endingOffsetsByTimestamp"
+    )
     for part in partitions:
         if not part.segments:
             continue
         key = (part.topic, part.partition)
         start = starts.get(key, EARLIEST)
         end = ends.get(key, LATEST)
-        start_ts = options.starting_timestamp if options.starting_timestamp is not None else (
-            starts_ts.get(key))
-        end_ts = options.ending_timestamp if options.ending_timestamp is not None else (
-            ends_ts.get(key))
+        start_ts = (
+            options.starting_timestamp
+            if options.starting_timestamp is not None
+            else (starts_ts.get(key))
+        )
+        end_ts = (
+            options.ending_timestamp if options.ending_timestamp is not None else (ends_ts.get(key))
+        )
         assert filesystem is not None
         if start_ts is not None and start_ts >= 0:
             found = offset_for_timestamp(filesystem, part, start_ts, options)
@@ -122,15 +134,19 @@ def plan_scan(
         if pruning.offset_low is not None:
             start_offset = max(start_offset or 0, pruning.offset_low)
         if pruning.offset_high is not None:
-            end_offset = (pruning.offset_high if end_offset is None
-                          else min(end_offset, pruning.offset_high))
+            end_offset = (
+                pruning.offset_high if end_offset is None else min(end_offset, pruning.offset_high)
+            )
         if start_offset is not None and end_offset is not None and end_offset <= start_offset:
             continue
         aborted: tuple[tuple[int, int, int], ...] = ()
         if options.read_committed:
             aborted = collect_aborted(filesystem, part, options)
-        tasks.extend(_segment_tasks(filesystem, part, start_offset, end_offset, aborted,
-                                    pruning.min_timestamp))
+        tasks.extend(
+            _segment_tasks(
+                filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
+            )
+        )
     return Plan(tuple(tasks), tuple(partitions))
 
 
@@ -204,7 +220,7 @@ def _segment_tasks(
             break
         start_position = 0
         end_position = None
-        if start_offset is not None and start_offset > seg.base_offset or (
+        if (start_offset is not None and start_offset > seg.base_offset) or (
             end_offset is not None and (next_base is None or end_offset < next_base)
         ):
             index = _load_offset_index(filesystem, seg)
@@ -214,10 +230,13 @@ def _segment_tasks(
                 if end_offset is not None:
                     end_position = kidx.lookup_position_after(index, end_offset)
         if min_timestamp is not None:
-            start_position = max(start_position,
-                                 _position_before_time(filesystem, seg, next_base, min_timestamp))
+            start_position = max(
+                start_position, _position_before_time(filesystem, seg, next_base, min_timestamp)
+            )
         seg_aborted = tuple(
-            a for a in aborted if a[2] >= seg.base_offset and (next_base is None or a[1] < next_base)
+            a
+            for a in aborted
+            if a[2] >= seg.base_offset and (next_base is None or a[1] < next_base)
         )
         tasks.append(
             ScanTask(
@@ -246,7 +265,7 @@ def _position_before_time(
     <= T, so reading may start at the batch holding O.
     """
     tindex = _load_time_index(filesystem, seg, next_base)
-    if tindex is None or tindex.timestamps.shape[0] == 0 or target <= -2**63 + 1:
+    if tindex is None or tindex.timestamps.shape[0] == 0 or target <= -(2**63) + 1:
         return 0
     entry = kidx.lookup_timestamp(tindex, target - 1)
     if entry.timestamp < 0:
@@ -314,8 +333,9 @@ def collect_aborted(
             if seg.txnindex_path is None:
                 continue
             try:
-                entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem,
-                                                                          seg.txnindex_path)))
+                entries = kidx.parse_txn_index(
+                    memoryview(kfs.read_file(filesystem, seg.txnindex_path))
+                )
             except CorruptIndexError as err:
                 raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
             spans.extend((e.producer_id, e.first_offset, e.last_offset) for e in entries)

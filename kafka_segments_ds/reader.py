@@ -33,7 +33,6 @@ from kafka_segments_ds.window import TaskBounds, WindowDecoder
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True, slots=True)
 class ScanTask:
     """One unit of reading: entries of one segment that START in [start_position, end_position).
@@ -135,15 +134,27 @@ class _TaskReader:
         self.columns = columns
         self.source = source
         self.file_end = source.size
-        self.range_end = source.size if task.end_position is None else min(
-            task.end_position, source.size
+        self.range_end = (
+            source.size if task.end_position is None else min(task.end_position, source.size)
         )
         self.done = False
         self.skipped_tail = 0
-        self.decoder = WindowDecoder(options, TaskBounds(
-            task.topic, task.partition, task.segment.path, task.start_offset, task.end_offset,
-            task.min_max_timestamp, task.aborted, task.segment.base_offset,
-            task.next_base_offset, task.include_control), columns)
+        self.decoder = WindowDecoder(
+            options,
+            TaskBounds(
+                task.topic,
+                task.partition,
+                task.segment.path,
+                task.start_offset,
+                task.end_offset,
+                task.min_max_timestamp,
+                task.aborted,
+                task.segment.base_offset,
+                task.next_base_offset,
+                task.include_control,
+            ),
+            columns,
+        )
 
     # -- window loop -------------------------------------------------------------------------
 
@@ -178,14 +189,21 @@ class _TaskReader:
                 pos, want = next_pos, chunk
             elif outcome == K.FRAMING_PARTIAL:
                 header = self.source.read(next_pos, 12)
-                size = int.from_bytes(header[8:12].tobytes(), "big", signed=True) if (
-                    header.shape[0] >= 12) else -1
+                size = (
+                    int.from_bytes(header[8:12].tobytes(), "big", signed=True)
+                    if (header.shape[0] >= 12)
+                    else -1
+                )
                 entry_len = 12 + size
                 if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
                     if entry_len > self.options.max_batch_bytes:
-                        resume = self._fail(LimitExceededError(
-                            f"entry of {entry_len} bytes exceeds maxBatchBytes "
-                            f"{self.options.max_batch_bytes}"), next_pos)
+                        resume = self._fail(
+                            LimitExceededError(
+                                f"entry of {entry_len} bytes exceeds maxBatchBytes "
+                                f"{self.options.max_batch_bytes}"
+                            ),
+                            next_pos,
+                        )
                         if resume is None:
                             break
                         pos, want = resume, chunk
@@ -202,15 +220,20 @@ class _TaskReader:
                     break
                 pos, want = resume, chunk
 
-    def _fail(self, err: CorruptSegmentError, position: int, offset: int | None = None
-              ) -> int | None:
+    def _fail(
+        self, err: CorruptSegmentError, position: int, offset: int | None = None
+    ) -> int | None:
         """FAILFAST: raise, naming file, entry position and offset. DROPMALFORMED: log, and
         return where the next valid entry starts (None: nothing valid follows)."""
         reason = err.reason
         if err.position is not None:  # decoders report positions inside the entry's payload
             reason = f"{reason} (at byte {err.position} inside the entry)"
-        located = type(err)(reason, path=self.task.segment.path, position=position,
-                            offset=offset if offset is not None else err.offset)
+        located = type(err)(
+            reason,
+            path=self.task.segment.path,
+            position=position,
+            offset=offset if offset is not None else err.offset,
+        )
         if not self.options.drop_malformed:
             raise located from err
         log.warning("dropping malformed entry: %s", located)
@@ -227,15 +250,20 @@ class _TaskReader:
         if candidate is not None and self._chain_reaches_end(candidate):
             err = CorruptSegmentError(
                 "entry size runs past the end of the file, but valid entries follow "
-                f"from byte {candidate} (damaged size field)")
+                f"from byte {candidate} (damaged size field)"
+            )
             offset = int.from_bytes(self.source.read(position, 8).tobytes(), "big", signed=True)
             return self._fail(err, position, offset)
         self.skipped_tail = self.file_end - position
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled tail from byte %d", self.source.path, position)
         else:
-            log.warning("%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
-                        self.source.path, position, self.skipped_tail)
+            log.warning(
+                "%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
+                self.source.path,
+                position,
+                self.skipped_tail,
+            )
         return None
 
     def _chain_reaches_end(self, position: int) -> bool:

@@ -143,9 +143,7 @@ def write_sample_log_dir(
     gone = root / "orders-7.0123456789abcdef0123456789abcdef-delete"
     gone.mkdir(exist_ok=True)
     (gone / segment_file_name(0, ".log")).write_bytes(b"\x00" * 32)
-    checkpoint = "0\n{}\n".format(len(written)) + "".join(
-        f"{t} {p} {end}\n" for t, p, end in written
-    )
+    checkpoint = f"0\n{len(written)}\n" + "".join(f"{t} {p} {end}\n" for t, p, end in written)
     for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
         (root / name).write_text(checkpoint)
     (root / "log-start-offset-checkpoint").write_text("0\n0\n")
@@ -175,15 +173,25 @@ def _orders(
         transactional = txn_done < 2 and offset > count // 3
         if transactional:
             batch = encode_batch(
-                specs, base_offset=offset, compression=codec, producer_id=producer,
-                producer_epoch=0, base_sequence=sequence, is_transactional=True,
+                specs,
+                base_offset=offset,
+                compression=codec,
+                producer_id=producer,
+                producer_epoch=0,
+                base_sequence=sequence,
+                is_transactional=True,
             )
             writer.append(batch, offset + size - 1)
             commit = txn_done == 1
             marker_offset = offset + size
             writer.append(
-                encode_control_batch(offset=marker_offset, commit=commit, producer_id=producer,
-                                     producer_epoch=0, timestamp=ts),
+                encode_control_batch(
+                    offset=marker_offset,
+                    commit=commit,
+                    producer_id=producer,
+                    producer_epoch=0,
+                    timestamp=ts,
+                ),
                 marker_offset,
             )
             if not commit:
@@ -192,8 +200,12 @@ def _orders(
             offset = marker_offset + 1
         else:
             batch = encode_batch(
-                specs, base_offset=offset, compression=codec, producer_id=producer,
-                producer_epoch=0, base_sequence=sequence,
+                specs,
+                base_offset=offset,
+                compression=codec,
+                producer_id=producer,
+                producer_epoch=0,
+                base_sequence=sequence,
             )
             writer.append(batch, offset + size - 1)
             offset += size
@@ -210,31 +222,44 @@ def _legacy(writer: PartitionWriter, rng: random.Random, count: int, start_ts: i
         if offset < third:
             if rng.random() < 0.5:
                 writer.append(
-                    encode_legacy_message(offset=offset, magic=0, key=None,
-                                          value=_value(rng, 80)), offset)
+                    encode_legacy_message(offset=offset, magic=0, key=None, value=_value(rng, 80)),
+                    offset,
+                )
                 offset += 1
                 continue
             n = min(rng.randint(2, 10), count - offset)
             specs = [RecordSpec(value=_value(rng, 80)) for _ in range(n)]
-            writer.append(encode_legacy_wrapper(specs, last_offset=offset + n - 1, magic=0,
-                                                compression=CompressionType.GZIP),
-                          offset + n - 1)
+            writer.append(
+                encode_legacy_wrapper(
+                    specs, last_offset=offset + n - 1, magic=0, compression=CompressionType.GZIP
+                ),
+                offset + n - 1,
+            )
             offset += n
         elif offset < 2 * third:
             n = min(rng.randint(2, 10), count - offset)
-            specs = [RecordSpec(value=_value(rng, 80), key=b"k%d" % (offset + i),
-                                timestamp=ts + i) for i in range(n)]
-            writer.append(encode_legacy_wrapper(specs, last_offset=offset + n - 1, magic=1,
-                                                compression=CompressionType.SNAPPY),
-                          offset + n - 1)
+            specs = [
+                RecordSpec(value=_value(rng, 80), key=b"k%d" % (offset + i), timestamp=ts + i)
+                for i in range(n)
+            ]
+            writer.append(
+                encode_legacy_wrapper(
+                    specs, last_offset=offset + n - 1, magic=1, compression=CompressionType.SNAPPY
+                ),
+                offset + n - 1,
+            )
             offset += n
             ts += 100
         else:
             n = min(rng.randint(2, 30), count - offset)
-            specs = [RecordSpec(value=_value(rng, 80), key=b"k%d" % (offset + i),
-                                timestamp=ts + i) for i in range(n)]
-            writer.append(encode_batch(specs, base_offset=offset,
-                                       compression=CompressionType.GZIP), offset + n - 1)
+            specs = [
+                RecordSpec(value=_value(rng, 80), key=b"k%d" % (offset + i), timestamp=ts + i)
+                for i in range(n)
+            ]
+            writer.append(
+                encode_batch(specs, base_offset=offset, compression=CompressionType.GZIP),
+                offset + n - 1,
+            )
             offset += n
             ts += 100
     writer.roll()

@@ -11,6 +11,7 @@ legacy messages, which the reference decoder hands over as bytes).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass
 
@@ -37,8 +38,18 @@ V2_OVERHEAD = 61
 _MAX_MS = (2**63 - 1) // 1000
 GATHER_LIMIT = 1 << 30  # key/value bytes per Arrow array chunk (binary offsets are int32)
 _ROW_FIELDS = ("offset", "ts", "ts_type", "kpos", "klen", "vpos", "vlen", "hpos", "hcount")
-_ENTRY_FIELDS = ("position", "magic", "codec", "base_offset", "last_offset", "producer_id",
-                 "producer_epoch", "base_sequence", "attributes", "leader_epoch")
+_ENTRY_FIELDS = (
+    "position",
+    "magic",
+    "codec",
+    "base_offset",
+    "last_offset",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "attributes",
+    "leader_epoch",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +105,14 @@ class _Parts:
                 _, joined = _allocate(self.arena_base - self.window_size, np.uint8)
                 at = 0
                 for blob in self.arena:
-                    joined[at:at + len(blob)] = np.frombuffer(blob, np.uint8)
+                    joined[at : at + len(blob)] = np.frombuffer(blob, np.uint8)
                     at += len(blob)
                 self._joined = joined
         return self._joined
 
-    def merged(self, fields: tuple[str, ...], parts: list[dict[str, np.ndarray]]
-               ) -> dict[str, np.ndarray]:
+    def merged(
+        self, fields: tuple[str, ...], parts: list[dict[str, np.ndarray]]
+    ) -> dict[str, np.ndarray]:
         if len(parts) == 1:
             return parts[0]
         return {f: np.concatenate([p[f] for p in parts]) for f in fields}
@@ -114,10 +126,22 @@ class WindowDecoder:
         self.bounds = bounds
         self.columns = columns
         self.schema = arrow_schema(columns)
-        self.want_entry = any(c in columns for c in (
-            "magic", "compression", "batchBaseOffset", "batchLastOffset", "producerId",
-            "producerEpoch", "baseSequence", "isTransactional", "isControl", "leaderEpoch",
-            "position"))
+        self.want_entry = any(
+            c in columns
+            for c in (
+                "magic",
+                "compression",
+                "batchBaseOffset",
+                "batchLastOffset",
+                "producerId",
+                "producerEpoch",
+                "baseSequence",
+                "isTransactional",
+                "isControl",
+                "leaderEpoch",
+                "position",
+            )
+        )
         self.reached_end = False  # an entry at or past end_offset was seen
         # offsets strictly increase through a log: the last offset of the last good entry
         self.last_offset = bounds.segment_base - 1
@@ -143,14 +167,22 @@ class WindowDecoder:
                 run_bounds.append((idx, end, bool(is_v2)))
                 idx = end
         scratch_free = len(run_bounds) == 1
-        outlier = int(K.first_offset_outlier(
-            K.entry_last_offsets(window, positions, magics), self.last_offset))
+        outlier = int(
+            K.first_offset_outlier(
+                K.entry_last_offsets(window, positions, magics), self.last_offset
+            )
+        )
         if outlier >= 0:
             # decode up to the outlier, then report it (the reader resumes after it)
             p = int(positions[outlier])
-            offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
-            outlier_fault = Fault(base + p, offset, CorruptSegmentError(
-                "offset out of order with the entries around it (damaged offset field)"))
+            offset = int.from_bytes(window[p : p + 8].tobytes(), "big", signed=True)
+            outlier_fault = Fault(
+                base + p,
+                offset,
+                CorruptSegmentError(
+                    "offset out of order with the entries around it (damaged offset field)"
+                ),
+            )
             run_bounds = [(s, min(e, outlier), v) for s, e, v in run_bounds if s < outlier]
         for start, end, is_v2 in run_bounds:
             run = positions[start:end]
@@ -173,7 +205,11 @@ class WindowDecoder:
     # -- magic 2 --------------------------------------------------------------------------
 
     def _v2_run(
-        self, window: np.ndarray, base: int, positions: np.ndarray, parts: _Parts,
+        self,
+        window: np.ndarray,
+        base: int,
+        positions: np.ndarray,
+        parts: _Parts,
         scratch_free: bool,
     ) -> Fault | None:
         opts = self.options
@@ -217,13 +253,20 @@ class WindowDecoder:
         errors: dict[int, CorruptSegmentError] = {}
         for mask, make in (
             (counts < 0, lambda i: CorruptSegmentError(f"negative record count {int(counts[i])}")),
-            (h[:, K.H_LOD] < 0,
-             lambda i: CorruptSegmentError(f"negative lastOffsetDelta {int(h[i, K.H_LOD])}")),
-            (codecs > 4,
-             lambda i: UnsupportedFormatError(f"unknown compression codec id {int(codecs[i])}")),
-            ((codecs == 0) & (counts > (lengths - V2_OVERHEAD) // 7),
-             lambda i: CorruptSegmentError(
-                 f"record count {int(counts[i])} cannot fit in {int(lengths[i]) - 61} bytes")),
+            (
+                h[:, K.H_LOD] < 0,
+                lambda i: CorruptSegmentError(f"negative lastOffsetDelta {int(h[i, K.H_LOD])}"),
+            ),
+            (
+                codecs > 4,
+                lambda i: UnsupportedFormatError(f"unknown compression codec id {int(codecs[i])}"),
+            ),
+            (
+                (codecs == 0) & (counts > (lengths - V2_OVERHEAD) // 7),
+                lambda i: CorruptSegmentError(
+                    f"record count {int(counts[i])} cannot fit in {int(lengths[i]) - 61} bytes"
+                ),
+            ),
         ):
             bad = np.flatnonzero(mask[:cut])
             if bad.shape[0]:
@@ -239,7 +282,8 @@ class WindowDecoder:
                 cut = i
                 errors[i] = ChecksumError(
                     f"CRC-32C mismatch: stored {int(stored[i]):#010x}, computed "
-                    f"{int(actual[i]):#010x}")
+                    f"{int(actual[i]):#010x}"
+                )
         deep = opts.deep
         src_start = positions + V2_OVERHEAD
         src_end = ends.copy()
@@ -251,8 +295,12 @@ class WindowDecoder:
                 address = parts.arena_base
                 for i in compressed.tolist():
                     try:
-                        data = decompress(int(codecs[i]), mv[int(src_start[i]):int(ends[i])],
-                                          magic=2, max_bytes=opts.max_decompressed_bytes)
+                        data = decompress(
+                            int(codecs[i]),
+                            mv[int(src_start[i]) : int(ends[i])],
+                            magic=2,
+                            max_bytes=opts.max_decompressed_bytes,
+                        )
                     except CorruptSegmentError as err:
                         cut = i
                         errors[i] = err
@@ -261,7 +309,8 @@ class WindowDecoder:
                         cut = i
                         errors[i] = CorruptSegmentError(
                             f"record count {int(counts[i])} cannot fit in {len(data)} "
-                            "decompressed bytes")
+                            "decompressed bytes"
+                        )
                         break
                     src_start[i] = address
                     src_end[i] = address + len(data)
@@ -271,19 +320,18 @@ class WindowDecoder:
                     parts.to_arena(data)
         decoded = None
         if deep and cut:
-            decoded = self._decode_records(window, parts, h, src_start, src_end, cut,
-                                           scratch_free)
+            decoded = self._decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
         fault_error: CorruptSegmentError | None = None
         if decoded is not None:
             status, errpos = decoded[0], decoded[1]
             failed = np.flatnonzero(status[:cut])
             if failed.shape[0]:
                 cut = int(failed[0])
-                where = ("decompressed records" if src_start[cut] >= window.shape[0]
-                         else "records")
+                where = "decompressed records" if src_start[cut] >= window.shape[0] else "records"
                 fault_error = CorruptSegmentError(
                     f"{K.RECORD_ERRORS[int(status[cut])]} (byte "
-                    f"{int(errpos[cut] - src_start[cut])} of the batch's {where})")
+                    f"{int(errpos[cut] - src_start[cut])} of the batch's {where})"
+                )
         if fault_error is None and cut < n:
             fault_error = errors[cut]
         if cut:
@@ -325,13 +373,20 @@ class WindowDecoder:
         if first <= prev:
             reason = f"offsets not increasing: batch offsets {first}..{last} after offset {prev}"
         else:
-            reason = (f"batch offsets {first}..{last} reach the next segment's base offset "
-                      f"{b.next_base}")
+            reason = (
+                f"batch offsets {first}..{last} reach the next segment's base offset {b.next_base}"
+            )
         return Fault(base + int(positions[i]), first, CorruptSegmentError(reason))
 
     def _decode_records(
-        self, window: np.ndarray, parts: _Parts, h: np.ndarray, src_start: np.ndarray,
-        src_end: np.ndarray, cut: int, scratch_free: bool,
+        self,
+        window: np.ndarray,
+        parts: _Parts,
+        h: np.ndarray,
+        src_start: np.ndarray,
+        src_end: np.ndarray,
+        cut: int,
+        scratch_free: bool,
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
         """Run the record kernel over batches [0, cut): (status, errpos, rows, row0)."""
         counts = h[:cut, K.H_COUNT]
@@ -345,10 +400,28 @@ class WindowDecoder:
         log_append = ((h[:cut, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8)
         K.use_threads(int((src_end[:cut] - src_start[:cut]).sum()))
         K.decode_v2_records(
-            window, parts.arena_array(), src_start[:cut], src_end[:cut], counts, row0,
-            h[:cut, K.H_BASE_OFFSET], h[:cut, K.H_BASE_TS], h[:cut, K.H_MAX_TS], log_append,
-            h[:cut, K.H_LOD], r["offset"], r["ts"], r["ts_type"], r["kpos"], r["klen"],
-            r["vpos"], r["vlen"], r["hpos"], r["hcount"], status, errpos,
+            window,
+            parts.arena_array(),
+            src_start[:cut],
+            src_end[:cut],
+            counts,
+            row0,
+            h[:cut, K.H_BASE_OFFSET],
+            h[:cut, K.H_BASE_TS],
+            h[:cut, K.H_MAX_TS],
+            log_append,
+            h[:cut, K.H_LOD],
+            r["offset"],
+            r["ts"],
+            r["ts_type"],
+            r["kpos"],
+            r["klen"],
+            r["vpos"],
+            r["vlen"],
+            r["hpos"],
+            r["hcount"],
+            status,
+            errpos,
         )
         return status, errpos, r, row0
 
@@ -362,14 +435,16 @@ class WindowDecoder:
         keep = self._row_filter(r["offset"], h[:cut], counts)
         if self.want_entry:
             r["entry"] = np.repeat(
-                np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64), counts)
+                np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64), counts
+            )
         if keep is not None:
             r = {f: a[keep] for f, a in r.items()}
         # scratch arrays are reused by the next window: the Arrow build copies what it keeps
         parts.rows.append(r)
 
-    def _row_filter(self, offsets: np.ndarray, h: np.ndarray, counts: np.ndarray
-                    ) -> np.ndarray | None:
+    def _row_filter(
+        self, offsets: np.ndarray, h: np.ndarray, counts: np.ndarray
+    ) -> np.ndarray | None:
         """Rows to keep (None = all): no control records, offset range, no aborted data."""
         b = self.bounds
         attrs = h[:, K.H_ATTRIBUTES]
@@ -413,26 +488,29 @@ class WindowDecoder:
             keep = (attrs & 0x20) == 0
             if b.aborted:
                 txn = (attrs & 0x10) != 0
-                keep &= ~(txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET],
-                                             b.aborted))
+                keep &= ~(
+                    txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET], b.aborted)
+                )
             r = {f: a[keep] for f, a in r.items()}
         parts.rows.append(r)
 
     def _add_entries(self, parts: _Parts, positions: np.ndarray, h: np.ndarray) -> None:
         n = positions.shape[0]
         if self.want_entry:
-            parts.entries.append({
-                "position": positions,
-                "magic": np.full(n, 2, np.int64),
-                "codec": h[:, K.H_ATTRIBUTES] & 0x07,
-                "base_offset": h[:, K.H_BASE_OFFSET],
-                "last_offset": h[:, K.H_BASE_OFFSET] + h[:, K.H_LOD],
-                "producer_id": h[:, K.H_PRODUCER_ID],
-                "producer_epoch": h[:, K.H_PRODUCER_EPOCH],
-                "base_sequence": h[:, K.H_BASE_SEQ],
-                "attributes": h[:, K.H_ATTRIBUTES],
-                "leader_epoch": h[:, K.H_EPOCH],
-            })
+            parts.entries.append(
+                {
+                    "position": positions,
+                    "magic": np.full(n, 2, np.int64),
+                    "codec": h[:, K.H_ATTRIBUTES] & 0x07,
+                    "base_offset": h[:, K.H_BASE_OFFSET],
+                    "last_offset": h[:, K.H_BASE_OFFSET] + h[:, K.H_LOD],
+                    "producer_id": h[:, K.H_PRODUCER_ID],
+                    "producer_epoch": h[:, K.H_PRODUCER_EPOCH],
+                    "base_sequence": h[:, K.H_BASE_SEQ],
+                    "attributes": h[:, K.H_ATTRIBUTES],
+                    "leader_epoch": h[:, K.H_EPOCH],
+                }
+            )
         parts.entry_count += n
 
     # -- magic 0 / 1 ----------------------------------------------------------------------
@@ -452,29 +530,36 @@ class WindowDecoder:
                 message = decode_legacy_message(mv, p, verify_checksum=opts.verify_checksums)
                 compressed = message.compression != 0  # raises for zstd or ids 5-7
             except CorruptSegmentError as err:
-                offset = int.from_bytes(window[p:p + 8].tobytes(), "big", signed=True)
+                offset = int.from_bytes(window[p : p + 8].tobytes(), "big", signed=True)
                 # the decoder's position is the entry's own (window-relative) start
                 fault = Fault(base + p, offset, type(err)(err.reason))
                 break
             inner: list[LegacyMessage] = []
             try:
                 if compressed and (opts.deep or self.want_entry):
-                    inner = expand_wrapper(message, verify_checksum=opts.verify_checksums,
-                                           max_bytes=opts.max_decompressed_bytes)
+                    inner = expand_wrapper(
+                        message,
+                        verify_checksum=opts.verify_checksums,
+                        max_bytes=opts.max_decompressed_bytes,
+                    )
             except CorruptSegmentError as err:
-                where = ("" if err.position is None
-                         else f" (byte {err.position} of the decompressed wrapper payload)")
+                where = (
+                    ""
+                    if err.position is None
+                    else f" (byte {err.position} of the decompressed wrapper payload)"
+                )
                 fault = Fault(base + p, message.offset, type(err)(err.reason + where))
                 break
             first = inner[0].offset if inner else message.offset
             problem = None
             if first <= self.last_offset:
                 problem = f"offsets not increasing: offset {first} after offset {self.last_offset}"
-            elif any(a.offset >= z.offset for a, z in zip(inner, inner[1:])):
+            elif any(a.offset >= z.offset for a, z in itertools.pairwise(inner)):
                 problem = "inner message offsets of a compressed wrapper are not increasing"
             elif b.next_base is not None and message.offset >= b.next_base:
-                problem = (f"offset {message.offset} reaches the next segment's base offset "
-                           f"{b.next_base}")
+                problem = (
+                    f"offset {message.offset} reaches the next segment's base offset {b.next_base}"
+                )
             if problem is not None:
                 fault = Fault(base + p, message.offset, CorruptSegmentError(problem))
                 break
@@ -485,19 +570,33 @@ class WindowDecoder:
                 self.reached_end = True
                 break
             entry = parts.entry_count + len(entries["position"])
-            for name, value in zip(_ENTRY_FIELDS, (
-                base + p, message.magic, int(message.compression), first, message.offset,
-                -1, -1, -1, message.attributes, -1,
-            ), strict=True):
+            for name, value in zip(
+                _ENTRY_FIELDS,
+                (
+                    base + p,
+                    message.magic,
+                    int(message.compression),
+                    first,
+                    message.offset,
+                    -1,
+                    -1,
+                    -1,
+                    message.attributes,
+                    -1,
+                ),
+                strict=True,
+            ):
                 entries[name].append(value)
-            for m in (inner if (compressed and opts.deep) else [message]):
+            for m in inner if (compressed and opts.deep) else [message]:
                 if opts.deep and (
                     (b.start_offset is not None and m.offset < b.start_offset)
                     or (b.end_offset is not None and m.offset >= b.end_offset)
                 ):
                     continue
-                for blob, pos_name, len_name in ((m.key, "kpos", "klen"),
-                                                 (m.value, "vpos", "vlen")):
+                for blob, pos_name, len_name in (
+                    (m.key, "kpos", "klen"),
+                    (m.value, "vpos", "vlen"),
+                ):
                     if blob is None:
                         rows[pos_name].append(0)
                         rows[len_name].append(-1)
@@ -524,7 +623,10 @@ class WindowDecoder:
     # -- Arrow ----------------------------------------------------------------------------
 
     def _to_arrow(
-        self, window: np.ndarray, arena: np.ndarray, r: dict[str, np.ndarray],
+        self,
+        window: np.ndarray,
+        arena: np.ndarray,
+        r: dict[str, np.ndarray],
         entries: dict[str, np.ndarray],
     ) -> pa.RecordBatch:
         n = r["offset"].shape[0]
@@ -536,11 +638,17 @@ class WindowDecoder:
             elif name == "value":
                 out.append(binary_column(window, arena, r["vpos"], r["vlen"]))
             elif name == "topic":
-                out.append(pa.nulls(n, pa.string()) if b.topic is None
-                           else pa.repeat(pa.scalar(b.topic, pa.string()), n))
+                out.append(
+                    pa.nulls(n, pa.string())
+                    if b.topic is None
+                    else pa.repeat(pa.scalar(b.topic, pa.string()), n)
+                )
             elif name == "partition":
-                out.append(pa.nulls(n, pa.int32()) if b.partition is None
-                           else pa.repeat(pa.scalar(b.partition, pa.int32()), n))
+                out.append(
+                    pa.nulls(n, pa.int32())
+                    if b.partition is None
+                    else pa.repeat(pa.scalar(b.partition, pa.int32()), n)
+                )
             elif name == "offset":
                 out.append(_fixed_width(r["offset"], pa.int64()))
             elif name == "timestamp":
@@ -577,8 +685,9 @@ class WindowDecoder:
         return pa.array(e[source][ent].astype(arrow_type.to_pandas_dtype()), arrow_type)
 
 
-def aborted_mask(pid: np.ndarray, offsets: np.ndarray,
-                 aborted: tuple[tuple[int, int, int], ...]) -> np.ndarray:
+def aborted_mask(
+    pid: np.ndarray, offsets: np.ndarray, aborted: tuple[tuple[int, int, int], ...]
+) -> np.ndarray:
     """True where (producer, offset) lies in an aborted transaction's [first, last] span."""
     spans = np.array(aborted, np.int64).reshape(-1, 3)
     out = np.zeros(offsets.shape[0], bool)
@@ -601,8 +710,10 @@ def _checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> n
     """CRC-32C of each batch (bytes [21, end) of its entry)."""
     mv = memoryview(window)
     return np.fromiter(
-        (crc32c(mv[p + 21:e]) for p, e in zip(positions.tolist(), ends.tolist(), strict=True)),
-        np.int64, positions.shape[0])
+        (crc32c(mv[p + 21 : e]) for p, e in zip(positions.tolist(), ends.tolist(), strict=True)),
+        np.int64,
+        positions.shape[0],
+    )
 
 
 def _scratch(name: str, n: int) -> np.ndarray:
@@ -634,30 +745,40 @@ def _validity(valid: np.ndarray) -> pa.Buffer | None:
 
 
 def binary_column(
-    window: np.ndarray, arena: np.ndarray, pos: np.ndarray, length: np.ndarray,
+    window: np.ndarray,
+    arena: np.ndarray,
+    pos: np.ndarray,
+    length: np.ndarray,
     arrow_type: pa.DataType | None = None,
 ) -> pa.Array:
     """Gather ``[pos, pos + length)`` slices (length -1 = null) into a binary/string array."""
     arrow_type = arrow_type or pa.binary()
     n = pos.shape[0]
     bounds = [0, n]
-    if window.shape[0] + arena.shape[0] > GATHER_LIMIT and int(np.maximum(length, 0).sum()) > GATHER_LIMIT:
+    if (
+        window.shape[0] + arena.shape[0] > GATHER_LIMIT
+        and int(np.maximum(length, 0).sum()) > GATHER_LIMIT
+    ):
         # keep the int32 offsets valid: cut into pieces
         cum = np.cumsum(np.maximum(length, 0))
         bounds = [0]
         while bounds[-1] < n:
             done = int(cum[bounds[-1] - 1]) if bounds[-1] else 0
-            bounds.append(max(int(np.searchsorted(cum, done + GATHER_LIMIT, "right")),
-                              bounds[-1] + 1))
+            bounds.append(
+                max(int(np.searchsorted(cum, done + GATHER_LIMIT, "right")), bounds[-1] + 1)
+            )
     pieces = []
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in itertools.pairwise(bounds):
         offsets_buf, offsets = _allocate(hi - lo + 1, np.int32)
         size = K.binary_offsets(length[lo:hi], offsets)
         data_buf, data = _allocate(size, np.uint8)
         K.use_threads(size)
         K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data)
-        pieces.append(pa.Array.from_buffers(
-            arrow_type, hi - lo, [_validity(length[lo:hi] >= 0), offsets_buf, data_buf]))
+        pieces.append(
+            pa.Array.from_buffers(
+                arrow_type, hi - lo, [_validity(length[lo:hi] >= 0), offsets_buf, data_buf]
+            )
+        )
     return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
 
 
@@ -693,8 +814,7 @@ def headers_column(
     except pa.ArrowInvalid:
         # Java decodes header keys with replacement characters; do the same.
         raw = binary_column(window, arena, h_kpos, h_klen)
-        keys = pa.array([v.decode("utf-8", errors="replace") for v in raw.to_pylist()],
-                        pa.string())
+        keys = pa.array([v.decode("utf-8", errors="replace") for v in raw.to_pylist()], pa.string())
     values = binary_column(window, arena, h_vpos, h_vlen)
     struct = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE.value_type))
     return pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), struct, type=HEADER_TYPE)

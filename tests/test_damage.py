@@ -344,6 +344,44 @@ def test_dropmalformed_drops_only_the_damaged_batches(
         without=victims)
 
 
+def _big_log() -> Log:
+    """Every third batch (7 KiB values) is larger than the smallest read window."""
+    return Log([v2_batch(i * 2, n=2, codec=i % 5, value_size=7000 if i % 3 == 0 else 20)
+                for i in range(12)])
+
+
+@pytest.mark.parametrize("victims", [(0,), (3,), (4,), (6, 7), (11,)])
+def test_damage_in_batches_larger_than_the_window(
+    tmp_path: Path, victims: tuple[int, ...]
+) -> None:
+    log = _big_log()
+    data = log.data
+    for v in victims:
+        data = flip(data, log.position(v) + len(log.entries[v].data) - 5)
+    path = write(tmp_path, data)
+    with pytest.raises(ChecksumError) as info:
+        offsets(path, readChunkBytes=4096)
+    assert_located(info.value, path, log.position(victims[0]), log.entries[victims[0]].offsets[0])
+    assert offsets(path, mode="DROPMALFORMED", readChunkBytes=4096) == log.offsets(
+        without=victims)
+
+
+@pytest.mark.parametrize("victim", [3, 6])
+@pytest.mark.parametrize("new_length", ["+1", "-1", "+100000", 13])
+def test_size_lie_on_a_batch_larger_than_the_window(
+    tmp_path: Path, victim: int, new_length: int | str
+) -> None:
+    log = _big_log()
+    data = bytearray(log.data)
+    position = log.position(victim)
+    (old,) = struct.unpack_from(">i", data, position + 8)
+    length = old + int(new_length) if isinstance(new_length, str) else new_length
+    struct.pack_into(">i", data, position + 8, length)
+    path = write(tmp_path, bytes(data))
+    assert offsets(path, mode="DROPMALFORMED", readChunkBytes=4096) == log.offsets(
+        without=(victim,))
+
+
 @pytest.mark.parametrize("victims", [(0,), (2,), (4,), (1, 2)])
 def test_shallow_iteration_checks_and_drops_too(tmp_path: Path, victims: tuple[int, ...]) -> None:
     log = v2_log(count=5)
@@ -663,13 +701,17 @@ def test_random_single_byte_damage(tmp_path: Path) -> None:
     for _ in range(200):
         index = rng.randrange(len(clean))
         path = write(tmp_path, flip(clean, index, rng.randrange(1, 256)))
+        strict: list[tuple[Any, ...]] | None = None
         try:
-            _rows(path)
+            strict = _rows(path)
             outcomes["rows"] += 1
         except KafkaSegmentsError as err:
             outcomes[type(err).__name__] += 1
         # any other exception type fails the test here
-        got = collections.Counter(_rows(path, mode="DROPMALFORMED"))
+        dropping = _rows(path, mode="DROPMALFORMED")
+        if strict is not None:  # nothing was found wrong, so nothing may be dropped
+            assert dropping == strict, index
+        got = collections.Counter(dropping)
         for start, end in itertools.pairwise(bounds):
             if start <= index < end:
                 continue  # the damaged entry: anything goes

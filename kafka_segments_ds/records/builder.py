@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from kafka_segments_ds.records.checksums import crc32, crc32c
 from kafka_segments_ds.records.compression import CompressionType, compress
 from kafka_segments_ds.records.v2 import (
-    CONTROL_MASK,
     CONTROL_KEY,
+    CONTROL_MASK,
     CRC_START,
     END_TXN_MARKER,
     TIMESTAMP_TYPE_MASK,

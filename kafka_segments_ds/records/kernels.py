@@ -17,9 +17,9 @@ import os
 # needs; set before numba starts its threading layer, and only if the user has not.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-from numba import njit, prange  # noqa: E402
+import numba
+import numpy as np
+from numba import njit, prange
 
 PARALLEL_MIN_BYTES = 1 << 20  # below this a kernel runs on the calling thread only
 
@@ -30,6 +30,7 @@ def use_threads(work_bytes: int) -> None:
     Waking a thread pool costs more than small jobs take, and on a busy host far more.
     """
     numba.set_num_threads(1 if work_bytes < PARALLEL_MIN_BYTES else numba.config.NUMBA_NUM_THREADS)
+
 
 # Framing outcomes of hop_entries.
 FRAMING_END = 0  # consumed the buffer exactly
@@ -433,7 +434,10 @@ def first_offset_outlier(lasts: np.ndarray, previous: int) -> int:
     n = lasts.shape[0]
     for i in range(n - 2):
         before = previous if i == 0 else lasts[i - 1]
-        if (lasts[i] >= lasts[i + 1] and lasts[i] >= lasts[i + 2]
-                and before < lasts[i + 1] < lasts[i + 2]):
+        if (
+            lasts[i] >= lasts[i + 1]
+            and lasts[i] >= lasts[i + 2]
+            and before < lasts[i + 1] < lasts[i + 2]
+        ):
             return i
     return -1

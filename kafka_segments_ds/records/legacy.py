@@ -75,7 +75,9 @@ def decode_legacy_message(
     offset, size = LOG_ENTRY.unpack_from(buf, pos)
     magic = buf[pos + 16]
     if magic not in (0, 1):
-        raise CorruptSegmentError(f"expected magic 0 or 1, found {magic}", position=pos, offset=offset)
+        raise CorruptSegmentError(
+            f"expected magic 0 or 1, found {magic}", position=pos, offset=offset
+        )
     if size < MIN_MESSAGE_SIZE[magic]:
         raise CorruptSegmentError(
             f"magic {magic} message size {size} below the minimum {MIN_MESSAGE_SIZE[magic]}",
@@ -151,7 +153,9 @@ def expand_wrapper(
     """Like :func:`iter_inner_messages`, as a list (the whole payload is decoded anyway)."""
     codec = wrapper.compression
     if wrapper.value is None:
-        raise CorruptSegmentError("compressed wrapper message has a null value", offset=wrapper.offset)
+        raise CorruptSegmentError(
+            "compressed wrapper message has a null value", offset=wrapper.offset
+        )
     payload = decompress(codec, wrapper.value, magic=wrapper.magic, max_bytes=max_bytes)
     inner: list[LegacyMessage] = []
     pos = 0
@@ -187,7 +191,16 @@ def _absolute(wrapper: LegacyMessage, message: LegacyMessage, last_relative: int
         timestamp = wrapper.timestamp
     elif message.magic == 0:
         timestamp = NO_TIMESTAMP
-    attributes = (message.attributes & ~TIMESTAMP_TYPE_MASK) | (wrapper.attributes & TIMESTAMP_TYPE_MASK)
+    attributes = (message.attributes & ~TIMESTAMP_TYPE_MASK) | (
+        wrapper.attributes & TIMESTAMP_TYPE_MASK
+    )
     return LegacyMessage(
-        offset, message.magic, message.crc, attributes, timestamp, message.key, message.value, message.size
+        offset,
+        message.magic,
+        message.crc,
+        attributes,
+        timestamp,
+        message.key,
+        message.value,
+        message.size,
     )
