@@ -328,7 +328,7 @@ def collect_aborted(
     log are excluded too: a read_committed consumer never reads past the last stable offset.
     """
     if any(seg.txnindex_path for seg in part.segments):
-        spans = []
+        spans: list[tuple[int, int, int]] = []
         for seg in part.segments:
             if seg.txnindex_path is None:
                 continue

@@ -371,9 +371,9 @@ class _TaskReader:
             if size < 49:
                 return False
             stored = int.from_bytes(entry[17:21].tobytes(), "big")
-            return crc32c(memoryview(entry)[21:]) == stored
+            return crc32c(entry.data[21:]) == stored
         stored = int.from_bytes(entry[12:16].tobytes(), "big")
-        return crc32(memoryview(entry)[16:]) == stored
+        return crc32(entry.data[16:]) == stored
 
 
 def iter_v2_headers(

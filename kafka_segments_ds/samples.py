@@ -93,9 +93,12 @@ class PartitionWriter:
 
 def _value(rng: random.Random, size: int) -> bytes:
     words = ("order", "user", "click", "view", "cart", "pay", "ship", "item", "sku", "eu", "us")
-    out = []
-    while sum(len(w) + 1 for w in out) < size:
-        out.append(rng.choice(words))
+    out: list[str] = []
+    length = 0
+    while length < size:
+        word = rng.choice(words)
+        out.append(word)
+        length += len(word) + 1
     return " ".join(out).encode()[:size]
 
 

@@ -248,9 +248,22 @@ class WindowDecoder:
         attrs = h[:, K.H_ATTRIBUTES]
         codecs = attrs & 0x07
         counts = h[:, K.H_COUNT]
-        # structural checks, vectorised; `cut` = index of the first bad batch
+        # `cut` = index of the first bad batch. Checksums first: a damaged header field is
+        # reported as the checksum mismatch it is, and nothing damaged gets decompressed.
         cut = n
         errors: dict[int, CorruptSegmentError] = {}
+        if opts.verify_checksums and cut:
+            actual = _checksums(window, positions[:cut], ends[:cut])
+            stored = h[:cut, K.H_CRC]
+            bad = np.flatnonzero(actual != stored)
+            if bad.shape[0]:
+                i = int(bad[0])
+                cut = i
+                errors[i] = ChecksumError(
+                    f"CRC-32C mismatch: stored {int(stored[i]):#010x}, computed "
+                    f"{int(actual[i]):#010x}"
+                )
+        # structural checks, vectorised
         for mask, make in (
             (counts < 0, lambda i: CorruptSegmentError(f"negative record count {int(counts[i])}")),
             (
@@ -272,25 +285,13 @@ class WindowDecoder:
             if bad.shape[0]:
                 cut = int(bad[0])
                 errors[cut] = make(cut)
-        # checksums first: a mismatch cuts the run before anything is decompressed
-        if opts.verify_checksums and cut:
-            actual = _checksums(window, positions[:cut], ends[:cut])
-            stored = h[:cut, K.H_CRC]
-            bad = np.flatnonzero(actual != stored)
-            if bad.shape[0]:
-                i = int(bad[0])
-                cut = i
-                errors[i] = ChecksumError(
-                    f"CRC-32C mismatch: stored {int(stored[i]):#010x}, computed "
-                    f"{int(actual[i]):#010x}"
-                )
         deep = opts.deep
         src_start = positions + V2_OVERHEAD
         src_end = ends.copy()
         if deep and cut:
             compressed = np.flatnonzero(codecs[:cut] != 0)
             if compressed.shape[0]:
-                mv = memoryview(window)
+                mv = window.data
                 run_arena: list[bytes] = []
                 address = parts.arena_base
                 for i in compressed.tolist():
@@ -520,7 +521,7 @@ class WindowDecoder:
     ) -> Fault | None:
         opts = self.options
         b = self.bounds
-        mv = memoryview(window)
+        mv = window.data
         rows: dict[str, list[int]] = {f: [] for f in _ROW_FIELDS if f not in ("hpos", "hcount")}
         row_entry: list[int] = []
         entries: dict[str, list[int]] = {f: [] for f in _ENTRY_FIELDS}
@@ -708,7 +709,7 @@ _SCRATCH = threading.local()
 
 def _checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """CRC-32C of each batch (bytes [21, end) of its entry)."""
-    mv = memoryview(window)
+    mv = window.data
     return np.fromiter(
         (crc32c(mv[p + 21 : e]) for p, e in zip(positions.tolist(), ends.tolist(), strict=True)),
         np.int64,

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kafka_segments_ds
+from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.records.builder import (
     RecordSpec,
     encode_batch,
@@ -30,7 +31,7 @@ from kafka_segments_ds.records.builder import (
     encode_legacy_message,
     encode_legacy_wrapper,
 )
-from kafka_segments_ds.records.compression import CODEC_LABELS, decompress
+from kafka_segments_ds.records.compression import CODEC_LABELS, compress, decompress
 from kafka_segments_ds.records.legacy import decode_legacy_message, iter_inner_messages
 from kafka_segments_ds.records.v2 import decode_batch_header, iter_records
 
@@ -325,3 +326,57 @@ def test_many_small_batches_across_window_boundaries(tmp_path: Path, chunk: int)
                                          includeMetadata=True)
     assert table_rows(table) == reference_rows(log, p, deep=True)
     assert table.column("offset").to_pylist() == list(range(400))
+
+
+# --- malformed records: both decoders must reject the same batches -----------------------------
+
+
+def _entries(log: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every entry of a well-formed log."""
+    spans, pos = [], 0
+    while pos < len(log):
+        end = pos + 12 + struct.unpack_from(">i", log, pos + 8)[0]
+        spans.append((pos, end))
+        pos = end
+    return spans
+
+
+_FIXED = _fixed_log()
+_V2_SPANS = [(s, e) for s, e in _entries(_FIXED) if _FIXED[s + 16] == 2 and e - s > 61]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_malformed_records_are_rejected_like_the_reference(
+    data: st.DataObject, tmp_path: Path
+) -> None:
+    """Damage the (decompressed) records of one batch, re-encode it with a valid CRC, and read:
+    the columnar path must fail exactly when the reference decoder does, else agree row by row.
+    """
+    start, end = data.draw(st.sampled_from(_V2_SPANS))
+    codec = _FIXED[start + 22] & 0x07
+    records = bytearray(decompress(codec, _FIXED[start + 61 : end], magic=2))
+    for _ in range(data.draw(st.integers(1, 3))):
+        records[data.draw(st.integers(0, len(records) - 1))] = data.draw(st.integers(0, 255))
+    body = compress(codec, bytes(records), magic=2)
+    batch = bytearray(_FIXED[start : start + 61]) + body
+    struct.pack_into(">i", batch, 8, 49 + len(body))
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    log = _FIXED[:start] + bytes(batch) + _FIXED[end:]
+    part = tmp_path / f"{TOPIC}-{PARTITION}"
+    part.mkdir(exist_ok=True)
+    path = part / SEGMENT
+    path.write_bytes(log)
+    try:
+        expected: list[dict[str, Any]] | None = reference_rows(log, str(path), deep=True)
+    except CorruptSegmentError:
+        expected = None
+    if expected is None:
+        with pytest.raises(CorruptSegmentError) as info:
+            kafka_segments_ds.read_table(str(path), includeHeaders=True)
+        assert (info.value.path, info.value.position) == (str(path), start)
+    else:
+        table = kafka_segments_ds.read_table(str(path), includeHeaders=True,
+                                             includeMetadata=True)
+        assert table_rows(table) == expected

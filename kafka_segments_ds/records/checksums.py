@@ -12,11 +12,11 @@ import zlib
 import crc32c as _crc32c
 
 
-def crc32(data: bytes | memoryview) -> int:
+def crc32(data: bytes | bytearray | memoryview) -> int:
     """CRC-32 (IEEE) as stored by legacy messages."""
     return zlib.crc32(data) & 0xFFFFFFFF
 
 
-def crc32c(data: bytes | memoryview) -> int:
+def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli) as stored by magic-2 batches."""
     return _crc32c.crc32c(data)

@@ -255,7 +255,7 @@ def _snappy_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
         raise MissingCodecError("snappy", "python-snappy")
     n = len(view)
     if n < _XERIAL_HEADER.size or view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        return b"".join([_snappy_raw_block(view, max_bytes, max_bytes)])
+        return b"".join([_snappy_raw_block(view, max_bytes, max_bytes)])  # type: ignore[list-item]
     parts: list[object] = []
     produced = 0
     pos = _XERIAL_HEADER.size

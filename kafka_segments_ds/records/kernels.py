@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 PARALLEL_MIN_BYTES = 1 << 20  # below this a kernel runs on the calling thread only
+_MAX_THREADS: int = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
 
 
 def use_threads(work_bytes: int) -> None:
@@ -29,7 +30,7 @@ def use_threads(work_bytes: int) -> None:
 
     Waking a thread pool costs more than small jobs take, and on a busy host far more.
     """
-    numba.set_num_threads(1 if work_bytes < PARALLEL_MIN_BYTES else numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(1 if work_bytes < PARALLEL_MIN_BYTES else _MAX_THREADS)
 
 
 # Framing outcomes of hop_entries.
