@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,13 +58,24 @@ class ScanTask:
     include_control: bool = False  # return control records as rows (internal lookups)
 
 
+_PREFETCH_POOL: ThreadPoolExecutor | None = None
+
+
+def _prefetch_pool() -> ThreadPoolExecutor:
+    global _PREFETCH_POOL
+    if _PREFETCH_POOL is None:
+        _PREFETCH_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafka-segments-read")
+    return _PREFETCH_POOL
+
+
 class _Source:
     """Ranged reads of one file.
 
-    ``read_window`` reuses one buffer (windows are fully copied out before the next read, and
-    a reused buffer is cheaper than fresh pages); ``read`` returns independent bytes.
-    Local files use ``os.pread`` rather than a memory map: a map turns a concurrent truncation
-    of the file into a SIGBUS.
+    ``read_window`` hands out windows from two reused buffers: one is being decoded while the
+    next window is read ahead into the other (``prefetch``, on a helper thread; the read
+    releases the GIL). A window is fully copied out before the next ``read_window`` call.
+    ``read`` returns independent bytes. Local files use ``os.pread`` rather than a memory
+    map: a map turns a concurrent truncation of the file into a SIGBUS.
     """
 
     def __init__(self, filesystem: pafs.FileSystem, path: str, size: int) -> None:
@@ -75,7 +87,9 @@ class _Source:
             self._fd = os.open(path, os.O_RDONLY)
         else:
             self._file = filesystem.open_input_file(path)
-        self._buffer = bytearray(0)
+        self._buffers = [bytearray(0), bytearray(0)]
+        self._current = 0  # the buffer of the window handed out last
+        self._pending: tuple[int, int, Future[np.ndarray]] | None = None
 
     def _clip(self, position: int, length: int) -> int:
         return max(0, min(length, self.size - position))
@@ -87,22 +101,51 @@ class _Source:
         assert self._file is not None
         return np.frombuffer(self._file.read_at(length, position), np.uint8)
 
-    def read_window(self, position: int, length: int) -> np.ndarray:
-        length = self._clip(position, length)
+    def _fill(self, slot: int, position: int, length: int) -> np.ndarray:
         if self._fd is None:
             return self.read(position, length)
-        if len(self._buffer) < length:
-            self._buffer = bytearray(length)
-        view = memoryview(self._buffer)[:length]
+        if len(self._buffers[slot]) < length:
+            self._buffers[slot] = bytearray(length)
+        buffer = self._buffers[slot]
+        view = memoryview(buffer)[:length]
         got = 0
         while got < length:  # pread may return short; 0 means the file shrank
             n = os.preadv(self._fd, [view[got:]], position + got)
             if n == 0:
                 break
             got += n
-        return np.frombuffer(self._buffer, np.uint8, got)
+        return np.frombuffer(buffer, np.uint8, got)
+
+    def prefetch(self, position: int, length: int) -> None:
+        """Start reading the window ``read_window(position, length)`` will most likely ask for."""
+        self._settle()
+        length = self._clip(position, length)
+        if length:
+            future = _prefetch_pool().submit(self._fill, 1 - self._current, position, length)
+            self._pending = (position, length, future)
+
+    def _settle(self) -> np.ndarray | None:
+        """Wait for a read-ahead in flight (its buffer must be quiet); return its window."""
+        if self._pending is None:
+            return None
+        future = self._pending[2]
+        self._pending = None
+        try:
+            return future.result()
+        except OSError:
+            return None  # read again in the foreground, where the error is reported
+
+    def read_window(self, position: int, length: int) -> np.ndarray:
+        length = self._clip(position, length)
+        pending = self._pending
+        window = self._settle()
+        self._current = 1 - self._current
+        if pending is not None and window is not None and pending[:2] == (position, length):
+            return window
+        return self._fill(self._current, position, length)
 
     def close(self) -> None:
+        self._settle()
         if self._fd is not None:
             os.close(self._fd)
         if self._file is not None:
@@ -171,6 +214,12 @@ class _TaskReader:
             if reaches_end:
                 positions, magics = positions[keep], magics[keep]
             next_pos = pos + stop
+            if (
+                (outcome == K.FRAMING_END or (outcome == K.FRAMING_PARTIAL and stop > 0))
+                and not reaches_end
+                and next_pos < self.range_end
+            ):
+                self.source.prefetch(next_pos, chunk)  # the usual next window
             if positions.shape[0]:
                 batch, fault = self.decoder.decode(window, pos, positions, magics)
                 if batch is not None and batch.num_rows:
