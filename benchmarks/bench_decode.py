@@ -118,11 +118,19 @@ def decompress_only(path: Path, codec: int) -> int:
     return total
 
 
-def best_of(repeat: int, *fns):  # type: ignore[no-untyped-def]
+def warm(path: Path) -> None:
+    """Pull the file into the page cache (untimed): this host reclaims cold pages eagerly."""
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
+def best_of(repeat: int, path: Path, *fns):  # type: ignore[no-untyped-def]
     best = [float("inf")] * len(fns)
     results = [None] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
+            warm(path)
             started = time.perf_counter()
             results[i] = fn()
             best[i] = min(best[i], time.perf_counter() - started)
@@ -142,7 +150,7 @@ def main(argv: list[str]) -> int:
     ours(plain)  # JIT warm-up (cached on disk after the first run)
 
     (t_ours, t_peer), (n_ours, n_peer) = best_of(
-        args.repeat, lambda: ours(plain), lambda: aiokafka_iterate(plain)
+        args.repeat, plain, lambda: ours(plain), lambda: aiokafka_iterate(plain)
     )
     assert n_ours == n_peer == args.records, (n_ours, n_peer)
     print(f"uncompressed v2, {args.records:,} records, {size_mb:.0f} MB")
@@ -154,7 +162,8 @@ def main(argv: list[str]) -> int:
         path = data / f"{name}-{args.records}" / "bench-0" / "00000000000000000000.log"
         build_log(path, args.records, codec)
         (t_ours, t_floor), (n, _) = best_of(
-            args.repeat, lambda p=path: ours(p), lambda p=path, c=codec: decompress_only(p, c)
+            args.repeat,
+            path, lambda p=path: ours(p), lambda p=path, c=codec: decompress_only(p, c)
         )
         assert n == args.records
         print(f"{name}: {path.stat().st_size / 1e6:.0f} MB compressed")

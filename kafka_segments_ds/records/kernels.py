@@ -99,6 +99,10 @@ def _unsigned(buf: np.ndarray, pos: int, end: int, max_bytes: int) -> tuple[np.u
 
 @njit(cache=True, inline="always")
 def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    if pos < end:
+        b = np.int64(buf[pos])
+        if b < 0x80:  # one byte: most lengths, deltas and counts
+            return (b >> 1) ^ -(b & 1), pos + 1
     raw, pos = _unsigned(buf, pos, end, 5)
     raw &= _U32MASK
     return np.int64(raw >> _U1) ^ -np.int64(raw & _U1), pos
@@ -106,6 +110,10 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
 
 @njit(cache=True, inline="always")
 def _varlong(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    if pos < end:
+        b = np.int64(buf[pos])
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
     raw, pos = _unsigned(buf, pos, end, 10)
     return np.int64(raw >> _U1) ^ -np.int64(raw & _U1), pos
 
