@@ -29,7 +29,7 @@ from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.checksums import crc32, crc32c
-from kafka_segments_ds.window import TaskBounds, WindowDecoder
+from kafka_segments_ds.window import TaskBounds, WindowDecoder, batch_checksums
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,29 @@ class ScanTask:
 _PREFETCH_POOL: ThreadPoolExecutor | None = None
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Scan:
+    """A window with its entry framing (and, when read ahead, its batches' CRC-32C)."""
+
+    window: np.ndarray
+    positions: np.ndarray
+    magics: np.ndarray
+    outcome: int
+    stop: int
+    checksums: tuple[np.ndarray, np.ndarray] | None  # (v2 batch positions, computed CRC-32C)
+
+
+def scan(window: np.ndarray, checksums: bool) -> _Scan:
+    positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
+    sums = None
+    if checksums:
+        v2 = positions[magics == 2]
+        if v2.shape[0]:
+            ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
+            sums = (v2, batch_checksums(window, v2, ends))
+    return _Scan(window, positions, magics, int(outcome), int(stop), sums)
+
+
 def _prefetch_pool() -> ThreadPoolExecutor:
     global _PREFETCH_POOL
     if _PREFETCH_POOL is None:
@@ -89,7 +112,7 @@ class _Source:
             self._file = filesystem.open_input_file(path)
         self._buffers = [bytearray(0), bytearray(0)]
         self._current = 0  # the buffer of the window handed out last
-        self._pending: tuple[int, int, Future[np.ndarray]] | None = None
+        self._pending: tuple[int, int, Future[_Scan]] | None = None
 
     def _clip(self, position: int, length: int) -> int:
         return max(0, min(length, self.size - position))
@@ -116,15 +139,22 @@ class _Source:
             got += n
         return np.frombuffer(buffer, np.uint8, got)
 
-    def prefetch(self, position: int, length: int) -> None:
-        """Start reading the window ``read_window(position, length)`` will most likely ask for."""
+    def prefetch(self, position: int, length: int, checksums: bool) -> None:
+        """Start reading (and framing, and checksumming) the window ``scan_window(position,
+        length)`` will most likely ask for, on a helper thread: the kernels and crc32c release
+        the GIL, so this overlaps with decoding the current window."""
         self._settle()
         length = self._clip(position, length)
         if length:
-            future = _prefetch_pool().submit(self._fill, 1 - self._current, position, length)
+            future = _prefetch_pool().submit(
+                self._scan, 1 - self._current, position, length, checksums
+            )
             self._pending = (position, length, future)
 
-    def _settle(self) -> np.ndarray | None:
+    def _scan(self, slot: int, position: int, length: int, checksums: bool) -> _Scan:
+        return scan(self._fill(slot, position, length), checksums)
+
+    def _settle(self) -> _Scan | None:
         """Wait for a read-ahead in flight (its buffer must be quiet); return its window."""
         if self._pending is None:
             return None
@@ -135,14 +165,15 @@ class _Source:
         except OSError:
             return None  # read again in the foreground, where the error is reported
 
-    def read_window(self, position: int, length: int) -> np.ndarray:
+    def scan_window(self, position: int, length: int) -> _Scan:
+        """The window at ``position`` (the read-ahead one if it matches), framed."""
         length = self._clip(position, length)
         pending = self._pending
-        window = self._settle()
+        ahead = self._settle()
         self._current = 1 - self._current
-        if pending is not None and window is not None and pending[:2] == (position, length):
-            return window
-        return self._fill(self._current, position, length)
+        if pending is not None and ahead is not None and pending[:2] == (position, length):
+            return ahead
+        return scan(self._fill(self._current, position, length), checksums=False)
 
     def close(self) -> None:
         self._settle()
@@ -206,8 +237,9 @@ class _TaskReader:
         chunk = self.options.read_chunk_bytes
         want = chunk
         while pos < self.range_end and not self.done:
-            window = self.source.read_window(pos, want)
-            positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
+            scanned = self.source.scan_window(pos, want)
+            window, positions, magics = scanned.window, scanned.positions, scanned.magics
+            outcome, stop = scanned.outcome, scanned.stop
             # entries must start inside the task's range
             keep = positions + pos < self.range_end
             reaches_end = not keep.all()
@@ -219,9 +251,12 @@ class _TaskReader:
                 and not reaches_end
                 and next_pos < self.range_end
             ):
-                self.source.prefetch(next_pos, chunk)  # the usual next window
+                # the usual next window
+                self.source.prefetch(next_pos, chunk, self.options.verify_checksums)
             if positions.shape[0]:
-                batch, fault = self.decoder.decode(window, pos, positions, magics)
+                batch, fault = self.decoder.decode(
+                    window, pos, positions, magics, scanned.checksums
+                )
                 if batch is not None and batch.num_rows:
                     yield batch
                 if fault is not None:  # raises in FAILFAST mode

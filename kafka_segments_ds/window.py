@@ -149,8 +149,18 @@ class WindowDecoder:
     # -- entry point ----------------------------------------------------------------------
 
     def decode(
-        self, window: np.ndarray, base: int, positions: np.ndarray, magics: np.ndarray
+        self,
+        window: np.ndarray,
+        base: int,
+        positions: np.ndarray,
+        magics: np.ndarray,
+        checksums: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[pa.RecordBatch | None, Fault | None]:
+        """Decode the complete entries at ``positions`` of ``window`` (file position ``base``).
+
+        ``checksums`` may carry CRC-32C values already computed for magic-2 batches (by
+        position), as the reader's read-ahead does.
+        """
         parts = _Parts(window.shape[0])
         fault: Fault | None = None
         n = positions.shape[0]
@@ -187,7 +197,7 @@ class WindowDecoder:
         for start, end, is_v2 in run_bounds:
             run = positions[start:end]
             if is_v2:
-                fault = self._v2_run(window, base, run, parts, scratch_free)
+                fault = self._v2_run(window, base, run, parts, scratch_free, checksums)
             else:
                 fault = self._legacy_run(window, base, run, parts)
             if fault is not None or self.reached_end:
@@ -211,6 +221,7 @@ class WindowDecoder:
         positions: np.ndarray,
         parts: _Parts,
         scratch_free: bool,
+        checksums: tuple[np.ndarray, np.ndarray] | None,
     ) -> Fault | None:
         opts = self.options
         b = self.bounds
@@ -253,7 +264,9 @@ class WindowDecoder:
         cut = n
         errors: dict[int, CorruptSegmentError] = {}
         if opts.verify_checksums and cut:
-            actual = _checksums(window, positions[:cut], ends[:cut])
+            actual = _lookup_checksums(checksums, positions[:cut])
+            if actual is None:
+                actual = batch_checksums(window, positions[:cut], ends[:cut])
             stored = h[:cut, K.H_CRC]
             bad = np.flatnonzero(actual != stored)
             if bad.shape[0]:
@@ -707,7 +720,20 @@ def aborted_mask(
 _SCRATCH = threading.local()
 
 
-def _checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _lookup_checksums(
+    checksums: tuple[np.ndarray, np.ndarray] | None, positions: np.ndarray
+) -> np.ndarray | None:
+    """Precomputed CRC-32C of the batches at ``positions``, if all of them were computed."""
+    if checksums is None:
+        return None
+    known, values = checksums
+    at = np.searchsorted(known, positions)
+    if at.shape[0] and (at[-1] >= known.shape[0] or not (known[at] == positions).all()):
+        return None
+    return values[at]
+
+
+def batch_checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """CRC-32C of each batch (bytes [21, end) of its entry)."""
     mv = window.data
     return np.fromiter(
@@ -774,7 +800,8 @@ def binary_column(
         size = K.binary_offsets(length[lo:hi], offsets)
         data_buf, data = _allocate(size, np.uint8)
         K.use_threads(size)
-        K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data)
+        if K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data):
+            raise AssertionError("decoded slice outside its buffer")  # a decoder bug, not data
         pieces.append(
             pa.Array.from_buffers(
                 arrow_type, hi - lo, [_validity(length[lo:hi] >= 0), offsets_buf, data_buf]
