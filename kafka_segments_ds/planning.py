@@ -7,6 +7,7 @@ timestamps to offsets (Kafka's offsets-for-times lookup) and, for read_committed
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -147,7 +148,7 @@ def plan_scan(
                 filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
             )
         )
-    return Plan(tuple(tasks), tuple(partitions))
+    return Plan(tuple(split_tasks(filesystem, tasks, options)) if tasks else (), tuple(partitions))
 
 
 def _name(part: PartitionLog) -> str:
@@ -229,6 +230,13 @@ def _segment_tasks(
                     start_position = kidx.lookup_offset(index, start_offset).position
                 if end_offset is not None:
                     end_position = kidx.lookup_position_after(index, end_offset)
+                # an index can be stale or damaged: use its positions only where entries start
+                if not _is_entry_start(filesystem, seg, next_base, start_position):
+                    start_position = 0
+                if end_position is not None and not _is_entry_start(
+                    filesystem, seg, next_base, end_position
+                ):
+                    end_position = None
         if min_timestamp is not None:
             start_position = max(
                 start_position, _position_before_time(filesystem, seg, next_base, min_timestamp)
@@ -254,6 +262,113 @@ def _segment_tasks(
             )
         )
     return tasks
+
+
+def _is_entry_start(
+    filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, position: int
+) -> bool:
+    """Whether a plausible entry (framing, offsets inside the segment) starts at ``position``."""
+    if position == 0:
+        return True
+    head = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 61), np.uint8)
+    if head.shape[0] < 17:
+        return False
+    offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
+    size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+    magic = int(head[16])
+    if magic > 2 or size < (49 if magic == 2 else 14) or position + 12 + size > seg.size:
+        return False
+    return seg.base_offset <= offset and (next_base is None or offset < next_base)
+
+
+def split_tasks(
+    filesystem: pafs.FileSystem, tasks: list[ScanTask], options: ReadOptions
+) -> list[ScanTask]:
+    """Cut tasks into byte ranges of at most ``maxBytesPerPartition`` (and into at least
+    ``minPartitions`` tasks when the data allows), at entry starts taken from the ``.index``
+    or, without a usable index, found by hopping entry headers."""
+    total = sum(_task_end(t) - t.start_position for t in tasks)
+    limit = options.max_bytes_per_partition
+    if options.min_partitions and total:
+        limit = min(limit, max(1, -(-total // options.min_partitions)))
+    out: list[ScanTask] = []
+    for task in tasks:
+        end = _task_end(task)
+        if end - task.start_position <= limit:
+            out.append(task)
+            continue
+        cuts = _index_cuts(filesystem, task, end, limit)
+        if cuts is None:
+            cuts = _cut_points(
+                _hop_starts(filesystem, task.segment, task.start_position, end),
+                task.start_position,
+                end,
+                limit,
+            )
+        edges = [task.start_position, *cuts, task.end_position]
+        out.extend(
+            replace(task, start_position=a, end_position=b) for a, b in itertools.pairwise(edges)
+        )
+    return out
+
+
+def _index_cuts(
+    filesystem: pafs.FileSystem, task: ScanTask, end: int, limit: int
+) -> list[int] | None:
+    """Cuts at ``.index`` positions, each checked to be an entry start; None if unusable or
+    too sparse."""
+    index = _load_offset_index(filesystem, task.segment)
+    if index is None or index.positions.shape[0] == 0:
+        return None
+    cuts = _cut_points(index.positions, task.start_position, end, limit)
+    edges = np.asarray([task.start_position, *cuts, end], np.int64)
+    if (np.diff(edges) > limit).any():
+        return None  # the index is too sparse for this limit: hop to every entry instead
+    for cut in cuts:
+        if not _is_entry_start(filesystem, task.segment, task.next_base_offset, cut):
+            return None
+    return cuts
+
+
+def _task_end(task: ScanTask) -> int:
+    return task.segment.size if task.end_position is None else task.end_position
+
+
+def _cut_points(starts: np.ndarray, start: int, end: int, limit: int) -> list[int]:
+    """Greedy cuts from sorted entry ``starts`` so that pieces stay within ``limit`` bytes
+    (a piece holding one larger entry is larger)."""
+    cuts: list[int] = []
+    position = start
+    while end - position > limit:
+        j = int(np.searchsorted(starts, position + limit, side="right")) - 1
+        if j < 0 or starts[j] <= position:
+            j = int(np.searchsorted(starts, position, side="right"))
+            if j >= starts.shape[0]:
+                break
+        cut = int(starts[j])
+        if cut >= end:
+            break
+        cuts.append(cut)
+        position = cut
+    return cuts
+
+
+def _hop_starts(filesystem: pafs.FileSystem, seg: SegmentRef, start: int, end: int) -> np.ndarray:
+    """Entry starts found by reading only each entry's 12-byte offset/size prefix."""
+    found = []
+    position = start
+    with filesystem.open_input_file(seg.path) as f:
+        while position < end:
+            head = f.read_at(12, position)
+            if len(head) < 12:
+                break
+            size = int.from_bytes(head[8:12], "big", signed=True)
+            if size < 14:
+                break  # damage or a zero tail: the reader deals with it
+            position += 12 + size
+            if position < end:
+                found.append(position)
+    return np.asarray(found, np.int64)
 
 
 def _position_before_time(
