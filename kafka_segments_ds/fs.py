@@ -225,3 +225,12 @@ def file_size(filesystem: pafs.FileSystem, path: str) -> int:
     if info.type == pafs.FileType.Directory:
         raise IsADirectoryError(f"is a directory: {path}")
     return int(info.size)
+
+
+_DISPLAY_SCHEMES = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs", "abfs": "abfs"}
+
+
+def display_path(filesystem: pafs.FileSystem, path: str) -> str:
+    """``path`` as a user would write it: plain for local files, a URI for remote stores."""
+    scheme = _DISPLAY_SCHEMES.get(filesystem.type_name)
+    return f"{scheme}://{path}" if scheme else path

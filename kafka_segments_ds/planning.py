@@ -259,6 +259,7 @@ def _segment_tasks(
                 aborted=seg_aborted,
                 is_last_segment=next_base is None,
                 next_base_offset=next_base,
+                filesystem=filesystem,
             )
         )
     return tasks

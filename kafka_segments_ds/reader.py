@@ -55,6 +55,8 @@ class ScanTask:
     aborted: tuple[tuple[int, int, int], ...] = ()
     is_last_segment: bool = True
     next_base_offset: int | None = None  # offsets of this segment must stay below it
+    # where the segment lives (pickles, so executors reopen it); None = resolve the path
+    filesystem: pafs.FileSystem | None = None
     include_control: bool = False  # return control records as rows (internal lookups)
 
 
@@ -191,19 +193,28 @@ def read_task(
 ) -> Iterator[pa.RecordBatch]:
     """Decode ``task`` into Arrow record batches with exactly ``columns``."""
     if filesystem is None:
+        filesystem = task.filesystem
+    if filesystem is None:
         filesystem, _ = kfs.resolve(task.segment.path, options.storage_options())
     source = _Source(filesystem, task.segment.path, task.segment.size)
     try:
-        yield from _TaskReader(task, options, columns, source).run()
+        shown = kfs.display_path(filesystem, task.segment.path)
+        yield from _TaskReader(task, options, columns, source, shown).run()
     finally:
         source.close()
 
 
 class _TaskReader:
     def __init__(
-        self, task: ScanTask, options: ReadOptions, columns: tuple[str, ...], source: _Source
+        self,
+        task: ScanTask,
+        options: ReadOptions,
+        columns: tuple[str, ...],
+        source: _Source,
+        shown: str,
     ) -> None:
         self.task = task
+        self.shown = shown  # the segment's path in messages and the `segment` column
         self.options = options
         self.columns = columns
         self.source = source
@@ -218,7 +229,7 @@ class _TaskReader:
             TaskBounds(
                 task.topic,
                 task.partition,
-                task.segment.path,
+                shown,
                 task.start_offset,
                 task.end_offset,
                 task.min_max_timestamp,
@@ -314,7 +325,7 @@ class _TaskReader:
             reason = f"{reason} (at byte {err.position} inside the entry)"
         located = type(err)(
             reason,
-            path=self.task.segment.path,
+            path=self.shown,
             position=position,
             offset=offset if offset is not None else err.offset,
         )

@@ -123,3 +123,28 @@ def test_corrupt_data_reaches_the_driver_under_our_error_name(spark, tmp_path: P
         df.collect()
     dropped = spark.read.format("kafkasegments").option("mode", "DROPMALFORMED").load(str(part))
     assert [r.offset for r in dropped.collect()] == [0]
+
+
+def test_reads_from_s3_with_credentials_as_options(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    moto_server = pytest.importorskip("moto.server")
+    import pyarrow.fs as pafs
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        s3 = pafs.S3FileSystem(access_key="k", secret_key="s", region="us-east-1",
+                               endpoint_override=f"{host}:{port}", scheme="http",
+                               allow_bucket_creation=True)
+        s3.create_dir("lake")
+        pafs.copy_files(str(log_dir), "lake/kafka", source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=s3)
+        df = (spark.read.format("kafkasegments")
+              .option("fs.s3.endpoint", f"http://{host}:{port}")
+              .option("fs.s3.accessKey", "k").option("fs.s3.secretKey", "s")
+              .option("fs.s3.region", "us-east-1").option("subscribe", "orders")
+              .load("s3://lake/kafka"))
+        expected = ksd.read_table(str(log_dir), subscribe="orders")
+        assert _rows_from_spark(df) == _rows_from_table(expected)
+    finally:
+        server.stop()
