@@ -149,7 +149,10 @@ class PartitionBuilder:
         """An end-transaction control batch; returns its offset."""
         offset = self.next_offset
         entry = encode_control_batch(
-            offset=offset, commit=commit, producer_id=producer_id, producer_epoch=0,
+            offset=offset,
+            commit=commit,
+            producer_id=producer_id,
+            producer_epoch=0,
             timestamp=timestamp,
         )
         self.writer.append(entry, offset)
@@ -159,14 +162,20 @@ class PartitionBuilder:
         """One uncompressed magic-0/1 message; returns its offset."""
         offset = self.next_offset
         entry = encode_legacy_message(
-            offset=offset, magic=magic, key=b"k%d" % offset, value=b"v%d" % offset,
+            offset=offset,
+            magic=magic,
+            key=b"k%d" % offset,
+            value=b"v%d" % offset,
             timestamp=timestamp,
         )
         self.writer.append(entry, offset)
         return offset
 
     def legacy_wrapper(
-        self, timestamps: Sequence[int], *, magic: int = 1,
+        self,
+        timestamps: Sequence[int],
+        *,
+        magic: int = 1,
         compression: int = CompressionType.GZIP,
     ) -> list[int]:
         """A compressed magic-0/1 wrapper with one inner message per timestamp."""

@@ -87,12 +87,17 @@ class Log:
 
 def v2_batch(base: int, n: int = 3, codec: int = 0, value_size: int = 12) -> Entry:
     specs = [
-        RecordSpec(value=(b"%d:" % (base + j)).ljust(value_size, b"."), key=b"k%d" % j,
-                   timestamp=TS + base + j, headers=(("h", b"%d" % j),))
+        RecordSpec(
+            value=(b"%d:" % (base + j)).ljust(value_size, b"."),
+            key=b"k%d" % j,
+            timestamp=TS + base + j,
+            headers=(("h", b"%d" % j),),
+        )
         for j in range(n)
     ]
-    return Entry(encode_batch(specs, base_offset=base, compression=codec),
-                 list(range(base, base + n)))
+    return Entry(
+        encode_batch(specs, base_offset=base, compression=codec), list(range(base, base + n))
+    )
 
 
 def v2_log(count: int = 5, n: int = 3, codec: int | None = None) -> Log:
@@ -103,19 +108,45 @@ def v2_log(count: int = 5, n: int = 3, codec: int | None = None) -> Log:
 def legacy_log() -> Log:
     """Messages and wrappers of magic 0 and 1, then a magic-2 batch."""
     values = [b"a-value-long-enough-%d" % i for i in range(3)]
-    return Log([
-        Entry(encode_legacy_message(offset=0, magic=0, key=b"k", value=b"m0"), [0]),
-        Entry(encode_legacy_message(offset=1, magic=1, key=None, value=b"m1", timestamp=TS), [1]),
-        Entry(encode_legacy_wrapper([RecordSpec(v, timestamp=TS) for v in values],
-                                    last_offset=4, magic=1, compression=GZIP), [2, 3, 4]),
-        Entry(encode_legacy_wrapper([RecordSpec(v) for v in values], last_offset=7, magic=0,
-                                    compression=SNAPPY), [5, 6, 7]),
-        Entry(encode_legacy_wrapper([RecordSpec(v, timestamp=TS) for v in values],
-                                    last_offset=10, magic=1, compression=LZ4), [8, 9, 10]),
-        Entry(encode_legacy_wrapper([RecordSpec(v) for v in values], last_offset=13, magic=0,
-                                    compression=LZ4), [11, 12, 13]),
-        v2_batch(14),
-    ])
+    return Log(
+        [
+            Entry(encode_legacy_message(offset=0, magic=0, key=b"k", value=b"m0"), [0]),
+            Entry(
+                encode_legacy_message(offset=1, magic=1, key=None, value=b"m1", timestamp=TS), [1]
+            ),
+            Entry(
+                encode_legacy_wrapper(
+                    [RecordSpec(v, timestamp=TS) for v in values],
+                    last_offset=4,
+                    magic=1,
+                    compression=GZIP,
+                ),
+                [2, 3, 4],
+            ),
+            Entry(
+                encode_legacy_wrapper(
+                    [RecordSpec(v) for v in values], last_offset=7, magic=0, compression=SNAPPY
+                ),
+                [5, 6, 7],
+            ),
+            Entry(
+                encode_legacy_wrapper(
+                    [RecordSpec(v, timestamp=TS) for v in values],
+                    last_offset=10,
+                    magic=1,
+                    compression=LZ4,
+                ),
+                [8, 9, 10],
+            ),
+            Entry(
+                encode_legacy_wrapper(
+                    [RecordSpec(v) for v in values], last_offset=13, magic=0, compression=LZ4
+                ),
+                [11, 12, 13],
+            ),
+            v2_batch(14),
+        ]
+    )
 
 
 def write(tmp_path: Path, data: bytes) -> str:
@@ -138,8 +169,9 @@ def recompute_v2_crc(data: bytearray, position: int) -> None:
 
 def recompute_legacy_crc(data: bytearray, position: int) -> None:
     (size,) = struct.unpack_from(">i", data, position + 8)
-    struct.pack_into(">I", data, position + 12, zlib.crc32(bytes(data[position + 16 :
-                                                                      position + 12 + size])))
+    struct.pack_into(
+        ">I", data, position + 12, zlib.crc32(bytes(data[position + 16 : position + 12 + size]))
+    )
 
 
 def flip(data: bytes, index: int, mask: int = 0x01) -> bytes:
@@ -221,11 +253,18 @@ def test_failfast_v2_checksum_error_is_located(tmp_path: Path, chunk: int, victi
     assert_located(info.value, path, position, log.entries[victim].offsets[0])
 
 
-@pytest.mark.parametrize(("field_at", "error"), [
-    (21, ChecksumError), (22, ChecksumError), (27, ChecksumError), (43, ChecksumError),
-    # a record count that cannot fit may be reported before the checksum is looked at
-    (57, CorruptSegmentError),
-], ids=["attributes-high", "attributes", "baseTimestamp", "producerId", "recordCount"])
+@pytest.mark.parametrize(
+    ("field_at", "error"),
+    [
+        (21, ChecksumError),
+        (22, ChecksumError),
+        (27, ChecksumError),
+        (43, ChecksumError),
+        # a record count that cannot fit may be reported before the checksum is looked at
+        (57, CorruptSegmentError),
+    ],
+    ids=["attributes-high", "attributes", "baseTimestamp", "producerId", "recordCount"],
+)
 def test_failfast_v2_header_field_covered_by_crc(
     tmp_path: Path, field_at: int, error: type[CorruptSegmentError]
 ) -> None:
@@ -268,8 +307,9 @@ def test_failfast_inner_checksum_of_a_wrapper(tmp_path: Path) -> None:
     )
     inner[-1] ^= 0x01  # the second inner message fails its own CRC-32
     payload = zlib.compress(bytes(inner), wbits=31)
-    wrapper = encode_legacy_message(offset=6, magic=1, key=None, value=payload, timestamp=TS,
-                                    attributes=GZIP)
+    wrapper = encode_legacy_message(
+        offset=6, magic=1, key=None, value=payload, timestamp=TS, attributes=GZIP
+    )
     before = v2_batch(0, n=5)
     after = v2_batch(7)
     path = write(tmp_path, before.data + wrapper + after.data)
@@ -330,8 +370,9 @@ def test_verify_checksums_false_reads_a_flipped_value(tmp_path: Path) -> None:
 
 
 @CHUNKS
-@pytest.mark.parametrize("victims", [(0,), (1,), (20,), (39,), (1, 2), (0, 1), (38, 39),
-                                     (3, 10, 11, 30)])
+@pytest.mark.parametrize(
+    "victims", [(0,), (1,), (20,), (39,), (1, 2), (0, 1), (38, 39), (3, 10, 11, 30)]
+)
 def test_dropmalformed_drops_only_the_damaged_batches(
     tmp_path: Path, chunk: int, victims: tuple[int, ...]
 ) -> None:
@@ -340,20 +381,21 @@ def test_dropmalformed_drops_only_the_damaged_batches(
     for v in victims:
         data = flip(data, log.position(v) + len(log.entries[v].data) - 5)
     path = write(tmp_path, data)
-    assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == log.offsets(
-        without=victims)
+    assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == log.offsets(without=victims)
 
 
 def _big_log() -> Log:
     """Every third batch (7 KiB values) is larger than the smallest read window."""
-    return Log([v2_batch(i * 2, n=2, codec=i % 5, value_size=7000 if i % 3 == 0 else 20)
-                for i in range(12)])
+    return Log(
+        [
+            v2_batch(i * 2, n=2, codec=i % 5, value_size=7000 if i % 3 == 0 else 20)
+            for i in range(12)
+        ]
+    )
 
 
 @pytest.mark.parametrize("victims", [(0,), (3,), (4,), (6, 7), (11,)])
-def test_damage_in_batches_larger_than_the_window(
-    tmp_path: Path, victims: tuple[int, ...]
-) -> None:
+def test_damage_in_batches_larger_than_the_window(tmp_path: Path, victims: tuple[int, ...]) -> None:
     log = _big_log()
     data = log.data
     for v in victims:
@@ -362,8 +404,7 @@ def test_damage_in_batches_larger_than_the_window(
     with pytest.raises(ChecksumError) as info:
         offsets(path, readChunkBytes=4096)
     assert_located(info.value, path, log.position(victims[0]), log.entries[victims[0]].offsets[0])
-    assert offsets(path, mode="DROPMALFORMED", readChunkBytes=4096) == log.offsets(
-        without=victims)
+    assert offsets(path, mode="DROPMALFORMED", readChunkBytes=4096) == log.offsets(without=victims)
 
 
 @pytest.mark.parametrize("victim", [3, 6])
@@ -379,7 +420,8 @@ def test_size_lie_on_a_batch_larger_than_the_window(
     struct.pack_into(">i", data, position + 8, length)
     path = write(tmp_path, bytes(data))
     assert offsets(path, mode="DROPMALFORMED", readChunkBytes=4096) == log.offsets(
-        without=(victim,))
+        without=(victim,)
+    )
 
 
 @pytest.mark.parametrize("victims", [(0,), (2,), (4,), (1, 2)])
@@ -394,13 +436,28 @@ def test_shallow_iteration_checks_and_drops_too(tmp_path: Path, victims: tuple[i
     assert_located(info.value, path, log.position(victims[0]), log.entries[victims[0]].offsets[0])
     # shallow: one row per batch, at the batch's last offset
     assert offsets(path, iteration="shallow", mode="DROPMALFORMED") == [
-        e.offsets[-1] for i, e in enumerate(log.entries) if i not in victims]
+        e.offsets[-1] for i, e in enumerate(log.entries) if i not in victims
+    ]
 
 
 @CHUNKS
-@pytest.mark.parametrize("new_length", [
-    "+1", "+100", "-1", "-30", "+1000000", 2**31 - 1, 49, 48, 13, 0, -1, -(2**31),
-])
+@pytest.mark.parametrize(
+    "new_length",
+    [
+        "+1",
+        "+100",
+        "-1",
+        "-30",
+        "+1000000",
+        2**31 - 1,
+        49,
+        48,
+        13,
+        0,
+        -1,
+        -(2**31),
+    ],
+)
 def test_dropmalformed_resynchronises_after_a_batch_length_lie(
     tmp_path: Path, chunk: int, new_length: int | str
 ) -> None:
@@ -413,16 +470,15 @@ def test_dropmalformed_resynchronises_after_a_batch_length_lie(
     struct.pack_into(">i", data, position + 8, length)
     path = write(tmp_path, bytes(data))
     assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == log.offsets(
-        without=(victim,))
+        without=(victim,)
+    )
     with pytest.raises(CorruptSegmentError) as info:
         offsets(path, readChunkBytes=chunk)
     assert_located(info.value, path, position, log.entries[victim].offsets[0])
 
 
 @pytest.mark.parametrize("victim", [1, 2, 3, 4, 5])
-def test_dropmalformed_resynchronises_after_a_legacy_size_lie(
-    tmp_path: Path, victim: int
-) -> None:
+def test_dropmalformed_resynchronises_after_a_legacy_size_lie(tmp_path: Path, victim: int) -> None:
     log = legacy_log()
     data = bytearray(log.data)
     position = log.position(victim)
@@ -460,8 +516,9 @@ def test_dropmalformed_skips_garbage_between_batches(
     assert (info.value.path, info.value.position) == (path, cut)
 
 
-@pytest.mark.parametrize("victim", [2, 3, 4, 5], ids=["magic1-gzip", "magic0-snappy",
-                                                      "magic1-lz4", "magic0-lz4"])
+@pytest.mark.parametrize(
+    "victim", [2, 3, 4, 5], ids=["magic1-gzip", "magic0-snappy", "magic1-lz4", "magic0-lz4"]
+)
 @pytest.mark.parametrize("where", ["value", "crc"])
 def test_dropmalformed_drops_a_damaged_legacy_wrapper(
     tmp_path: Path, victim: int, where: str
@@ -530,8 +587,9 @@ def test_unknown_magic_byte(tmp_path: Path, magic: int, victim: int) -> None:
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
 def test_unknown_codec_id_in_a_legacy_message(tmp_path: Path, codec: int) -> None:
-    odd = encode_legacy_message(offset=3, magic=1, key=None, value=b"payload", timestamp=TS,
-                                attributes=codec)
+    odd = encode_legacy_message(
+        offset=3, magic=1, key=None, value=b"payload", timestamp=TS, attributes=codec
+    )
     before = v2_batch(0)
     path = write(tmp_path, before.data + odd + v2_batch(4).data)
     with pytest.raises(UnsupportedFormatError) as info:
@@ -543,8 +601,9 @@ def test_unknown_codec_id_in_a_legacy_message(tmp_path: Path, codec: int) -> Non
 def test_zstd_in_a_legacy_wrapper_is_rejected(tmp_path: Path) -> None:
     inner = encode_legacy_message(offset=0, magic=1, key=None, value=b"v", timestamp=TS)
     payload = zstandard.ZstdCompressor().compress(inner)
-    wrapper = encode_legacy_message(offset=3, magic=1, key=None, value=payload, timestamp=TS,
-                                    attributes=ZSTD)
+    wrapper = encode_legacy_message(
+        offset=3, magic=1, key=None, value=payload, timestamp=TS, attributes=ZSTD
+    )
     before = v2_batch(0)
     path = write(tmp_path, before.data + wrapper + v2_batch(4).data)
     with pytest.raises(CorruptSegmentError) as info:
@@ -564,13 +623,18 @@ def test_offsets_not_increasing_between_entries(tmp_path: Path, overlap: str) ->
     elif overlap == "overlaps-last":
         bad = v2_batch(2)  # baseOffset 2 <= previous lastOffset 2
     else:
-        bad = Entry(encode_legacy_message(offset=1, magic=1, key=None, value=b"v",
-                                          timestamp=TS), [1])
+        bad = Entry(
+            encode_legacy_message(offset=1, magic=1, key=None, value=b"v", timestamp=TS), [1]
+        )
     path = write(tmp_path, first.data + bad.data + v2_batch(5).data)
     with pytest.raises(CorruptSegmentError) as info:
         offsets(path)
-    assert_located(info.value, path, len(first.data), bad.offsets[-1] if overlap ==
-                   "legacy-repeat" else bad.offsets[0])
+    assert_located(
+        info.value,
+        path,
+        len(first.data),
+        bad.offsets[-1] if overlap == "legacy-repeat" else bad.offsets[0],
+    )
     assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 5, 6, 7]
 
 
@@ -663,25 +727,54 @@ def _mixed_log() -> Log:
     entries = legacy_log().entries[:-1]
     base = 14
     for codec in range(5):
-        specs = [RecordSpec(b"v%d-%d" % (codec, i) * 3, key=b"k%d" % i, timestamp=TS - i,
-                            headers=hdrs) for i in range(4)]
-        entries.append(Entry(encode_batch(specs, base_offset=base, compression=codec),
-                             list(range(base, base + 4))))
+        specs = [
+            RecordSpec(b"v%d-%d" % (codec, i) * 3, key=b"k%d" % i, timestamp=TS - i, headers=hdrs)
+            for i in range(4)
+        ]
+        entries.append(
+            Entry(
+                encode_batch(specs, base_offset=base, compression=codec),
+                list(range(base, base + 4)),
+            )
+        )
         base += 4
-    entries.append(Entry(encode_batch([RecordSpec(b"t", timestamp=TS)], base_offset=base,
-                                      is_transactional=True, producer_id=5, producer_epoch=0,
-                                      base_sequence=0), [base]))
-    entries.append(Entry(encode_control_batch(offset=base + 1, commit=True, producer_id=5,
-                                              producer_epoch=0, timestamp=TS), []))
-    entries.append(Entry(encode_batch([RecordSpec(b"x", timestamp=TS)], base_offset=base + 2,
-                                      timestamp_type=1, log_append_time=TS + 1),
-                         [base + 2]))
+    entries.append(
+        Entry(
+            encode_batch(
+                [RecordSpec(b"t", timestamp=TS)],
+                base_offset=base,
+                is_transactional=True,
+                producer_id=5,
+                producer_epoch=0,
+                base_sequence=0,
+            ),
+            [base],
+        )
+    )
+    entries.append(
+        Entry(
+            encode_control_batch(
+                offset=base + 1, commit=True, producer_id=5, producer_epoch=0, timestamp=TS
+            ),
+            [],
+        )
+    )
+    entries.append(
+        Entry(
+            encode_batch(
+                [RecordSpec(b"x", timestamp=TS)],
+                base_offset=base + 2,
+                timestamp_type=1,
+                log_append_time=TS + 1,
+            ),
+            [base + 2],
+        )
+    )
     return Log(entries)
 
 
 def _rows(path: str, **options: Any) -> list[tuple[Any, ...]]:
-    table = kafka_segments_ds.read_table(path, includeHeaders=True, includeMetadata=True,
-                                         **options)
+    table = kafka_segments_ds.read_table(path, includeHeaders=True, includeMetadata=True, **options)
     return [tuple((k, repr(v)) for k, v in row.items()) for row in table.to_pylist()]
 
 

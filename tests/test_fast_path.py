@@ -47,18 +47,47 @@ def _micros(ts: int) -> int | None:
 
 
 def _row(
-    path: str, position: int, *, key: bytes | None, value: bytes | None, offset: int, ts: int,
-    ts_type: int, headers: list[dict[str, Any]], magic: int, codec: int, base: int, last: int,
-    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-    transactional: bool = False, control: bool = False, leader_epoch: int = -1,
+    path: str,
+    position: int,
+    *,
+    key: bytes | None,
+    value: bytes | None,
+    offset: int,
+    ts: int,
+    ts_type: int,
+    headers: list[dict[str, Any]],
+    magic: int,
+    codec: int,
+    base: int,
+    last: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    leader_epoch: int = -1,
 ) -> dict[str, Any]:
     return {
-        "key": key, "value": value, "topic": TOPIC, "partition": PARTITION, "offset": offset,
-        "timestamp": _micros(ts), "timestampType": ts_type, "headers": headers,
-        "magic": magic, "compression": CODEC_LABELS[codec], "batchBaseOffset": base,
-        "batchLastOffset": last, "producerId": producer_id, "producerEpoch": producer_epoch,
-        "baseSequence": base_sequence, "isTransactional": transactional, "isControl": control,
-        "leaderEpoch": leader_epoch, "segment": path, "position": position,
+        "key": key,
+        "value": value,
+        "topic": TOPIC,
+        "partition": PARTITION,
+        "offset": offset,
+        "timestamp": _micros(ts),
+        "timestampType": ts_type,
+        "headers": headers,
+        "magic": magic,
+        "compression": CODEC_LABELS[codec],
+        "batchBaseOffset": base,
+        "batchLastOffset": last,
+        "producerId": producer_id,
+        "producerEpoch": producer_epoch,
+        "baseSequence": base_sequence,
+        "isTransactional": transactional,
+        "isControl": control,
+        "leaderEpoch": leader_epoch,
+        "segment": path,
+        "position": position,
     }
 
 
@@ -74,25 +103,48 @@ def reference_rows(buf: bytes, path: str, *, deep: bool) -> list[dict[str, Any]]
             section: bytes | memoryview = memoryview(buf)[pos + 61 : end]
             codec = int(header.compression)
             common: dict[str, Any] = dict(
-                magic=2, codec=codec, base=header.base_offset, last=header.last_offset,
-                producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence, transactional=header.is_transactional,
-                control=header.is_control, leader_epoch=header.leader_epoch,
+                magic=2,
+                codec=codec,
+                base=header.base_offset,
+                last=header.last_offset,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                transactional=header.is_transactional,
+                control=header.is_control,
+                leader_epoch=header.leader_epoch,
             )
             if not deep:
-                rows.append(_row(
-                    path, pos, key=None, value=bytes(section), offset=header.last_offset,
-                    ts=header.max_timestamp, ts_type=header.timestamp_type, headers=[], **common,
-                ))
+                rows.append(
+                    _row(
+                        path,
+                        pos,
+                        key=None,
+                        value=bytes(section),
+                        offset=header.last_offset,
+                        ts=header.max_timestamp,
+                        ts_type=header.timestamp_type,
+                        headers=[],
+                        **common,
+                    )
+                )
             else:
                 if codec:
                     section = decompress(codec, section, magic=2)
                 records = list(iter_records(header, section))
                 if not header.is_control:  # consumers never see control records
                     rows.extend(
-                        _row(path, pos, key=r.key, value=r.value, offset=r.offset,
-                             ts=r.timestamp, ts_type=r.timestamp_type,
-                             headers=[{"key": k, "value": v} for k, v in r.headers], **common)
+                        _row(
+                            path,
+                            pos,
+                            key=r.key,
+                            value=r.value,
+                            offset=r.offset,
+                            ts=r.timestamp,
+                            ts_type=r.timestamp_type,
+                            headers=[{"key": k, "value": v} for k, v in r.headers],
+                            **common,
+                        )
                         for r in records
                     )
             pos = end
@@ -100,12 +152,22 @@ def reference_rows(buf: bytes, path: str, *, deep: bool) -> list[dict[str, Any]]
             message = decode_legacy_message(buf, pos)
             codec = int(message.compression)
             inner = list(iter_inner_messages(message)) if codec else [message]
-            common = dict(magic=message.magic, codec=codec, base=inner[0].offset,
-                          last=message.offset)
+            common = dict(
+                magic=message.magic, codec=codec, base=inner[0].offset, last=message.offset
+            )
             shown = inner if deep else [message]
             rows.extend(
-                _row(path, pos, key=m.key, value=m.value, offset=m.offset, ts=m.timestamp,
-                     ts_type=m.timestamp_type, headers=[], **common)
+                _row(
+                    path,
+                    pos,
+                    key=m.key,
+                    value=m.value,
+                    offset=m.offset,
+                    ts=m.timestamp,
+                    ts_type=m.timestamp_type,
+                    headers=[],
+                    **common,
+                )
                 for m in shown
             )
             pos += 12 + message.size
@@ -130,8 +192,12 @@ def _check(log: bytes, directory: Path) -> None:
     assert table_rows(kafka_segments_ds.read_table(p, **opts)) == deep
     assert table_rows(kafka_segments_ds.read_table(p, readChunkBytes=4096, **opts)) == deep
     assert table_rows(kafka_segments_ds.read_table(p, iteration="shallow", **opts)) == shallow
-    assert table_rows(kafka_segments_ds.read_table(
-        p, iteration="shallow", readChunkBytes=4096, **opts)) == shallow
+    assert (
+        table_rows(
+            kafka_segments_ds.read_table(p, iteration="shallow", readChunkBytes=4096, **opts)
+        )
+        == shallow
+    )
 
 
 # --- strategies ---------------------------------------------------------------------------------
@@ -161,16 +227,24 @@ def v2_entry(draw: st.DrawFn, offset: int) -> tuple[bytes, int]:
     producer_epoch = draw(st.integers(0, 2**15 - 1))
     if kind == "control":
         batch = encode_control_batch(
-            offset=offset, commit=draw(st.booleans()), producer_id=producer_id,
-            producer_epoch=producer_epoch, timestamp=draw(_timestamp),
-            coordinator_epoch=draw(st.integers(0, 2**31 - 1)), leader_epoch=leader_epoch,
+            offset=offset,
+            commit=draw(st.booleans()),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp=draw(_timestamp),
+            coordinator_epoch=draw(st.integers(0, 2**31 - 1)),
+            leader_epoch=leader_epoch,
         )
         return batch, offset + 1
     if kind == "empty":  # what compaction leaves to keep producer state
         lod = draw(st.integers(0, 20))
         batch = encode_batch(
-            [], base_offset=offset, last_offset_delta=lod, producer_id=producer_id,
-            producer_epoch=producer_epoch, base_sequence=draw(st.integers(0, 1000)),
+            [],
+            base_offset=offset,
+            last_offset_delta=lod,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=draw(st.integers(0, 1000)),
             leader_epoch=leader_epoch,
         )
         return batch, offset + lod + 1
@@ -181,23 +255,33 @@ def v2_entry(draw: st.DrawFn, offset: int) -> tuple[bytes, int]:
     for i in range(n):
         next_delta += draw(st.sampled_from([0, 0, 0, 1, 5]))  # compaction gaps
         deltas.append(next_delta)
-        ts = base_ts if (i == 0 or no_timestamps) else base_ts + draw(
-            st.integers(-(10**6), 10**6))
-        specs.append(RecordSpec(value=draw(_value), key=draw(_blob), timestamp=ts,
-                                headers=draw(_headers), offset_delta=next_delta))
+        ts = base_ts if (i == 0 or no_timestamps) else base_ts + draw(st.integers(-(10**6), 10**6))
+        specs.append(
+            RecordSpec(
+                value=draw(_value),
+                key=draw(_blob),
+                timestamp=ts,
+                headers=draw(_headers),
+                offset_delta=next_delta,
+            )
+        )
         next_delta += 1
     lod = deltas[-1] + draw(st.sampled_from([0, 0, 2]))
     log_append = draw(st.booleans())
     transactional = draw(st.booleans())
     idempotent = transactional or draw(st.booleans())
     batch = encode_batch(
-        specs, base_offset=offset, compression=draw(st.sampled_from([0, 1, 2, 3, 4])),
+        specs,
+        base_offset=offset,
+        compression=draw(st.sampled_from([0, 1, 2, 3, 4])),
         timestamp_type=1 if log_append else 0,
         log_append_time=draw(_timestamp) if log_append else None,
         producer_id=producer_id if idempotent else -1,
         producer_epoch=producer_epoch if idempotent else -1,
         base_sequence=draw(st.integers(0, 2**31 - 1)) if idempotent else -1,
-        is_transactional=transactional, leader_epoch=leader_epoch, last_offset_delta=lod,
+        is_transactional=transactional,
+        leader_epoch=leader_epoch,
+        last_offset_delta=lod,
     )
     return batch, offset + lod + 1
 
@@ -211,18 +295,26 @@ def legacy_entry(draw: st.DrawFn, offset: int) -> tuple[bytes, int]:
     codec = draw(st.sampled_from([0, 0, 1, 2, 3]))
     if codec == 0:
         message = encode_legacy_message(
-            offset=offset, magic=magic, key=draw(_blob), value=draw(_value), timestamp=ts,
+            offset=offset,
+            magic=magic,
+            key=draw(_blob),
+            value=draw(_value),
+            timestamp=ts,
             attributes=0x08 if log_append else 0,
         )
         return message, offset + 1
     n = draw(st.integers(1, 5))
     specs = [
-        RecordSpec(value=draw(_value), key=draw(_blob),
-                   timestamp=draw(_timestamp) if magic == 1 else -1)
+        RecordSpec(
+            value=draw(_value), key=draw(_blob), timestamp=draw(_timestamp) if magic == 1 else -1
+        )
         for _ in range(n)
     ]
     wrapper = encode_legacy_wrapper(
-        specs, last_offset=offset + n - 1, magic=magic, compression=codec,
+        specs,
+        last_offset=offset + n - 1,
+        magic=magic,
+        compression=codec,
         timestamp_type=1 if log_append else 0,
         log_append_time=draw(_timestamp) if log_append else None,
     )
@@ -241,9 +333,15 @@ def logs(draw: st.DrawFn) -> bytes:
     return b"".join(parts)
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(log=logs())
 def test_columnar_path_matches_reference_decoders(log: bytes, tmp_path: Path) -> None:
     _check(log, tmp_path)
@@ -261,34 +359,69 @@ def _fixed_log() -> bytes:
     ]
     parts = [
         encode_legacy_message(offset=0, magic=0, key=b"a", value=b"b"),
-        encode_legacy_wrapper([RecordSpec(b"x"), RecordSpec(None, b"y")], last_offset=2, magic=0,
-                              compression=3),
+        encode_legacy_wrapper(
+            [RecordSpec(b"x"), RecordSpec(None, b"y")], last_offset=2, magic=0, compression=3
+        ),
         encode_legacy_message(offset=3, magic=1, key=None, value=b"c", timestamp=TS - 1),
-        encode_legacy_wrapper([RecordSpec(b"p", timestamp=5), RecordSpec(b"q", timestamp=6)],
-                              last_offset=5, magic=1, compression=1, timestamp_type=1,
-                              log_append_time=TS),
+        encode_legacy_wrapper(
+            [RecordSpec(b"p", timestamp=5), RecordSpec(b"q", timestamp=6)],
+            last_offset=5,
+            magic=1,
+            compression=1,
+            timestamp_type=1,
+            log_append_time=TS,
+        ),
     ]
     offset = 10
     for codec in range(5):
-        parts.append(encode_batch(recs, base_offset=offset, compression=codec,
-                                  last_offset_delta=6))
+        parts.append(encode_batch(recs, base_offset=offset, compression=codec, last_offset_delta=6))
         offset += 7
-    parts.append(encode_batch(recs, base_offset=offset, timestamp_type=1, log_append_time=TS,
-                              is_transactional=True, producer_id=9, producer_epoch=1,
-                              base_sequence=0, last_offset_delta=4))
-    parts.append(encode_control_batch(offset=offset + 5, commit=False, producer_id=9,
-                                      producer_epoch=1, timestamp=TS))
+    parts.append(
+        encode_batch(
+            recs,
+            base_offset=offset,
+            timestamp_type=1,
+            log_append_time=TS,
+            is_transactional=True,
+            producer_id=9,
+            producer_epoch=1,
+            base_sequence=0,
+            last_offset_delta=4,
+        )
+    )
+    parts.append(
+        encode_control_batch(
+            offset=offset + 5, commit=False, producer_id=9, producer_epoch=1, timestamp=TS
+        )
+    )
     parts.append(encode_batch([], base_offset=offset + 6, last_offset_delta=2))
-    parts.append(encode_batch([RecordSpec(value=bytes(range(256)) * 40, timestamp=TS)],
-                              base_offset=offset + 9))  # 10 KiB: larger than a 4 KiB window
-    parts.append(encode_legacy_message(offset=offset + 10, magic=1, key=b"k",
-                                       value=b"z" * 5000, timestamp=TS))
+    parts.append(
+        encode_batch(
+            [RecordSpec(value=bytes(range(256)) * 40, timestamp=TS)], base_offset=offset + 9
+        )
+    )  # 10 KiB: larger than a 4 KiB window
+    parts.append(
+        encode_legacy_message(
+            offset=offset + 10, magic=1, key=b"k", value=b"z" * 5000, timestamp=TS
+        )
+    )
     # -1 is "no timestamp" (null); other negative times are real (before 1970)
-    parts.append(encode_batch([RecordSpec(b"t0", timestamp=TS), RecordSpec(b"t1", timestamp=-1),
-                               RecordSpec(b"t2", timestamp=-7)], base_offset=offset + 11))
+    parts.append(
+        encode_batch(
+            [
+                RecordSpec(b"t0", timestamp=TS),
+                RecordSpec(b"t1", timestamp=-1),
+                RecordSpec(b"t2", timestamp=-7),
+            ],
+            base_offset=offset + 11,
+        )
+    )
     # a header key that is not UTF-8: decoded with replacement characters, like Java
-    odd = bytearray(encode_batch([RecordSpec(b"u", timestamp=TS, headers=(("KEY!", b"v"),))],
-                                 base_offset=offset + 14))
+    odd = bytearray(
+        encode_batch(
+            [RecordSpec(b"u", timestamp=TS, headers=(("KEY!", b"v"),))], base_offset=offset + 14
+        )
+    )
     at = odd.index(b"KEY!")
     odd[at : at + 4] = b"\xffE\xfe!"
     struct.pack_into(">I", odd, 17, crc32c.crc32c(bytes(odd[21:])))
@@ -301,9 +434,24 @@ def test_fixed_mixed_log(tmp_path: Path) -> None:
     _check(log, tmp_path)
     # and the reference walk itself is what was written
     offsets = [r["offset"] for r in reference_rows(log, "p", deep=True)]
-    assert offsets == [0, 1, 2, 3, 4, 5, *(o for b in (10, 17, 24, 31, 38) for o in
-                                            (b, b + 3, b + 4)), 45, 48, 49, 54, 55, 56, 57, 58,
-                       59]
+    assert offsets == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        *(o for b in (10, 17, 24, 31, 38) for o in (b, b + 3, b + 4)),
+        45,
+        48,
+        49,
+        54,
+        55,
+        56,
+        57,
+        58,
+        59,
+    ]
     rows = {r["offset"]: r for r in reference_rows(log, "p", deep=True)}
     assert [rows[o]["timestamp"] for o in (56, 57, 58)] == [TS * 1000, None, -7000]
     assert rows[59]["headers"] == [{"key": "\ufffdE\ufffd!", "value": b"v"}]
@@ -312,9 +460,18 @@ def test_fixed_mixed_log(tmp_path: Path) -> None:
 @pytest.mark.parametrize("chunk", [4096, 4096 + 61, 5000, 1 << 20])
 def test_many_small_batches_across_window_boundaries(tmp_path: Path, chunk: int) -> None:
     parts = [
-        encode_batch([RecordSpec(value=bytes([i % 256]) * (i % 97), key=str(i).encode(),
-                                 timestamp=TS + i, headers=(("i", str(i).encode()),))],
-                     base_offset=i, compression=i % 5)
+        encode_batch(
+            [
+                RecordSpec(
+                    value=bytes([i % 256]) * (i % 97),
+                    key=str(i).encode(),
+                    timestamp=TS + i,
+                    headers=(("i", str(i).encode()),),
+                )
+            ],
+            base_offset=i,
+            compression=i % 5,
+        )
         for i in range(400)
     ]
     log = b"".join(parts)
@@ -322,8 +479,9 @@ def test_many_small_batches_across_window_boundaries(tmp_path: Path, chunk: int)
     part.mkdir()
     (part / SEGMENT).write_bytes(log)
     p = str(part / SEGMENT)
-    table = kafka_segments_ds.read_table(p, readChunkBytes=chunk, includeHeaders=True,
-                                         includeMetadata=True)
+    table = kafka_segments_ds.read_table(
+        p, readChunkBytes=chunk, includeHeaders=True, includeMetadata=True
+    )
     assert table_rows(table) == reference_rows(log, p, deep=True)
     assert table.column("offset").to_pylist() == list(range(400))
 
@@ -345,8 +503,11 @@ _FIXED = _fixed_log()
 _V2_SPANS = [(s, e) for s, e in _entries(_FIXED) if _FIXED[s + 16] == 2 and e - s > 61]
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_malformed_records_are_rejected_like_the_reference(
     data: st.DataObject, tmp_path: Path
@@ -377,6 +538,5 @@ def test_malformed_records_are_rejected_like_the_reference(
             kafka_segments_ds.read_table(str(path), includeHeaders=True)
         assert (info.value.path, info.value.position) == (str(path), start)
     else:
-        table = kafka_segments_ds.read_table(str(path), includeHeaders=True,
-                                             includeMetadata=True)
+        table = kafka_segments_ds.read_table(str(path), includeHeaders=True, includeMetadata=True)
         assert table_rows(table) == expected

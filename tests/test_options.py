@@ -143,11 +143,15 @@ def test_option_given_twice_in_different_case() -> None:
         ({"assign": '{"a": 0}'}, "assign"),
         ({"assign": "nope"}, "assign"),
         ({"startingOffsets": "earliest", "startingTimestamp": 5}, "startingTimestamp"),
-        ({"startingOffsets": '{"t":{"0":1}}', "startingOffsetsByTimestamp": '{"t":{"0":1}}'},
-         "startingOffsetsByTimestamp"),
+        (
+            {"startingOffsets": '{"t":{"0":1}}', "startingOffsetsByTimestamp": '{"t":{"0":1}}'},
+            "startingOffsetsByTimestamp",
+        ),
         ({"endingOffsets": "latest", "endingTimestamp": 5}, "endingTimestamp"),
-        ({"endingTimestamp": 5, "endingOffsetsByTimestamp": '{"t":{"0":1}}'},
-         "endingOffsetsByTimestamp"),
+        (
+            {"endingTimestamp": 5, "endingOffsetsByTimestamp": '{"t":{"0":1}}'},
+            "endingOffsetsByTimestamp",
+        ),
         ({"endingOffsets": "earliest"}, "endingOffsets"),
         ({"startingOffsets": "latest"}, "startingOffsets"),
         ({"readChunkBytes": "10"}, "readChunkBytes"),
@@ -192,18 +196,23 @@ def test_timestamp_maps_allow_both_sentinels() -> None:
         }
     )
     assert opts.starting_offsets_by_timestamp == (
-        ("t", 0, 1700000000000), ("t", 1, EARLIEST), ("t", 2, LATEST),
+        ("t", 0, 1700000000000),
+        ("t", 1, EARLIEST),
+        ("t", 2, LATEST),
     )
     assert opts.ending_offsets_by_timestamp == (("t", 0, LATEST),)
 
 
 def test_selectors() -> None:
     assert parse_read_options({"subscribe": "orders,metrics-v1"}).subscribe == (
-        "orders", "metrics-v1",
+        "orders",
+        "metrics-v1",
     )
     assert parse_read_options({"subscribePattern": "ord.*"}).subscribe_pattern == "ord.*"
     assert parse_read_options({"assign": '{"b": [1, 0], "a": [2]}'}).assign == (
-        ("a", 2), ("b", 0), ("b", 1),
+        ("a", 2),
+        ("b", 0),
+        ("b", 1),
     )
 
 
@@ -239,8 +248,11 @@ def test_read_table_rejects_bad_value(sample_dir: Path) -> None:
 
 
 def test_read_table_option_names_case_insensitive(sample_dir: Path) -> None:
-    table = read_table(str(sample_dir / "metrics-v1-0"), INCLUDEHEADERS="TRUE",
-                       endingoffsets='{"metrics-v1":{"0":3}}')
+    table = read_table(
+        str(sample_dir / "metrics-v1-0"),
+        INCLUDEHEADERS="TRUE",
+        endingoffsets='{"metrics-v1":{"0":3}}',
+    )
     assert table.column_names[-1] == "headers"
     assert table.column("offset").to_pylist() == [0, 1, 2]
 

@@ -42,8 +42,7 @@ def spec(topic: str, partition: int, number: int) -> str:
     return f'{{"{topic}":{{"{partition}":{number}}}}}'
 
 
-def range_options(topic: str, partition: int, start: int | None,
-                  end: int | None) -> dict[str, str]:
+def range_options(topic: str, partition: int, start: int | None, end: int | None) -> dict[str, str]:
     options = {}
     if start is not None:
         options["startingOffsets"] = spec(topic, partition, start)
@@ -64,8 +63,9 @@ def _entries(path: str, size: int) -> list[tuple[int, int, int]]:
     table = scan_entries(data)
     assert table.valid_bytes == len(data)
     out = []
-    for p, magic, last in zip(table.positions.tolist(), table.magics.tolist(),
-                              table.last_offsets.tolist(), strict=True):
+    for p, magic, last in zip(
+        table.positions.tolist(), table.magics.tolist(), table.last_offsets.tolist(), strict=True
+    ):
         if magic == 2:
             first = int.from_bytes(data[p : p + 8], "big", signed=True)
         else:
@@ -121,14 +121,15 @@ def test_full_plan_has_one_task_per_segment(sample_dir: Path) -> None:
     for i, task in enumerate(result.tasks):
         following = result.tasks[i + 1] if i + 1 < len(result.tasks) else None
         assert task.is_last_segment == (
-            following is None or (following.topic, following.partition)
-            != (task.topic, task.partition)
+            following is None
+            or (following.topic, following.partition) != (task.topic, task.partition)
         )
 
 
 def test_plan_and_tasks_pickle(sample_dir: Path) -> None:
-    result = plan(sample_dir, startingOffsets=spec("orders", 0, 300),
-                  isolationLevel="read_committed")
+    result = plan(
+        sample_dir, startingOffsets=spec("orders", 0, 300), isolationLevel="read_committed"
+    )
     again = pickle.loads(pickle.dumps(result))
     assert again.tasks == result.tasks
     assert again.partitions == result.partitions
@@ -168,19 +169,27 @@ def overlapping(directory: Path, start: int | None, end: int | None) -> list[int
 
 
 @pytest.mark.parametrize(("topic", "partition"), SAMPLE_PARTITIONS)
-def test_tasks_only_for_overlapping_segments(sample_dir: Path, topic: str,
-                                             partition: int) -> None:
+def test_tasks_only_for_overlapping_segments(sample_dir: Path, topic: str, partition: int) -> None:
     directory = sample_dir / f"{topic}-{partition}"
     segs = bases(directory)
     ranges = [
-        (segs[1], segs[2]), (segs[1] - 1, segs[2]), (segs[1], segs[2] + 1),
-        (segs[1] + 1, segs[2] - 1), (segs[2], None), (None, segs[1]), (None, segs[1] + 1),
-        (0, 1), (SAMPLE_LAST, None), (SAMPLE_LAST + 1, None), (SAMPLE_LAST + 50, SAMPLE_LAST + 60),
+        (segs[1], segs[2]),
+        (segs[1] - 1, segs[2]),
+        (segs[1], segs[2] + 1),
+        (segs[1] + 1, segs[2] - 1),
+        (segs[2], None),
+        (None, segs[1]),
+        (None, segs[1] + 1),
+        (0, 1),
+        (SAMPLE_LAST, None),
+        (SAMPLE_LAST + 1, None),
+        (SAMPLE_LAST + 50, SAMPLE_LAST + 60),
     ]
     for start, end in ranges:
         result = plan(directory, **range_options(topic, partition, start, end))
-        assert [t.segment.base_offset for t in result.tasks] == overlapping(directory, start,
-                                                                            end), (start, end)
+        assert [t.segment.base_offset for t in result.tasks] == overlapping(
+            directory, start, end
+        ), (start, end)
         for task in result.tasks:
             assert task.start_offset == start
             assert task.end_offset == end
@@ -214,8 +223,9 @@ def test_the_index_narrows_byte_ranges(sample_dir: Path) -> None:
 def test_dense_and_sparse_indexes(make_partition: Callable[..., Any], interval: int) -> None:
     part = make_partition("dense-0", segment_bytes=1500, index_interval_bytes=interval)
     for i in range(40):
-        part.batch([i] * (1 + i % 4),
-                   compression=CompressionType.LZ4 if i % 3 else CompressionType.NONE)
+        part.batch(
+            [i] * (1 + i % 4), compression=CompressionType.LZ4 if i % 3 else CompressionType.NONE
+        )
     directory = part.close()
     full = read_table(str(directory), columns=["offset", "value"])
     last = full.column("offset")[-1].as_py()
@@ -224,11 +234,15 @@ def test_dense_and_sparse_indexes(make_partition: Callable[..., Any], interval: 
             result = plan(directory, **range_options("dense", 0, start, end))
             for task in result.tasks:
                 check_task_bounds(task)
-            got = read_table(str(directory), columns=["offset", "value"],
-                             **range_options("dense", 0, start, end))
-            expected = full.filter(pc.and_(pc.greater_equal(full.column("offset"), start),
-                                           pc.less(full.column("offset"),
-                                                   end if end is not None else last + 1)))
+            got = read_table(
+                str(directory), columns=["offset", "value"], **range_options("dense", 0, start, end)
+            )
+            expected = full.filter(
+                pc.and_(
+                    pc.greater_equal(full.column("offset"), start),
+                    pc.less(full.column("offset"), end if end is not None else last + 1),
+                )
+            )
             assert got.equals(expected), (start, end)
 
 
@@ -242,18 +256,25 @@ def test_damaged_indexes_are_ignored_safely(sample_dir: Path, tmp_path: Path) ->
     # entries pointing past the end of the .log
     size = logs[2].stat().st_size
     logs[2].with_suffix(".index").write_bytes(
-        (5).to_bytes(4, "big") + (size + 10).to_bytes(4, "big")
-        + (9).to_bytes(4, "big") + (size + 900).to_bytes(4, "big"))
+        (5).to_bytes(4, "big")
+        + (size + 10).to_bytes(4, "big")
+        + (9).to_bytes(4, "big")
+        + (size + 900).to_bytes(4, "big")
+    )
     reference = read_table(str(sample_dir / "orders-1"), columns=["offset", "value"])
     segs = bases(copy)
     for start, end in ((segs[1] + 3, segs[2] + 3), (segs[2] + 1, segs[2] + 4), (None, segs[3])):
         for task in plan(copy, **range_options("orders", 1, start, end)).tasks:
             check_task_bounds(task)
-        got = read_table(str(copy), columns=["offset", "value"],
-                         **range_options("orders", 1, start, end))
-        expected = reference.filter(pc.and_(
-            pc.greater_equal(reference.column("offset"), start or 0),
-            pc.less(reference.column("offset"), end)))
+        got = read_table(
+            str(copy), columns=["offset", "value"], **range_options("orders", 1, start, end)
+        )
+        expected = reference.filter(
+            pc.and_(
+                pc.greater_equal(reference.column("offset"), start or 0),
+                pc.less(reference.column("offset"), end),
+            )
+        )
         assert got.equals(expected), (start, end)
 
 
@@ -269,8 +290,12 @@ def test_damaged_indexes_are_ignored_safely(sample_dir: Path, tmp_path: Path) ->
     length=st.one_of(st.none(), st.integers(0, 300)),
 )
 def test_plans_with_and_without_indexes_read_the_same_rows(
-    sample_dir: Path, sample_dir_without_indexes: Path, sample_table: pa.Table,
-    which: tuple[str, int], start: int | None, length: int | None,
+    sample_dir: Path,
+    sample_dir_without_indexes: Path,
+    sample_table: pa.Table,
+    which: tuple[str, int],
+    start: int | None,
+    length: int | None,
 ) -> None:
     topic, partition = which
     end = None if length is None else (start or 0) + length
@@ -279,7 +304,8 @@ def test_plans_with_and_without_indexes_read_the_same_rows(
     indexed = plan(sample_dir / name, **options)
     bare = plan(sample_dir_without_indexes / name, **options)
     assert [t.segment.base_offset for t in indexed.tasks] == [
-        t.segment.base_offset for t in bare.tasks]
+        t.segment.base_offset for t in bare.tasks
+    ]
     for task in bare.tasks:
         assert task.segment.index_path is None
         assert task.segment.timeindex_path is None
@@ -287,13 +313,23 @@ def test_plans_with_and_without_indexes_read_the_same_rows(
         assert task.end_position is None
     for task in indexed.tasks:
         check_task_bounds(task)
-    columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
-               "headers"]
+    columns = [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
     got = read_table(str(sample_dir / name), columns=columns, **options)
     got_bare = read_table(str(sample_dir_without_indexes / name), columns=columns, **options)
     assert got.equals(got_bare)
-    mask = pc.and_(pc.equal(sample_table.column("topic"), topic),
-                   pc.equal(sample_table.column("partition"), partition))
+    mask = pc.and_(
+        pc.equal(sample_table.column("topic"), topic),
+        pc.equal(sample_table.column("partition"), partition),
+    )
     off = sample_table.column("offset")
     if start is not None:
         mask = pc.and_(mask, pc.greater_equal(off, start))
@@ -307,8 +343,9 @@ def test_plans_with_and_without_indexes_read_the_same_rows(
 # --------------------------------------------------------------------------------------------
 
 
-def test_starting_timestamp_becomes_a_starting_offset(sample_dir: Path,
-                                                      sample_dir_without_indexes: Path) -> None:
+def test_starting_timestamp_becomes_a_starting_offset(
+    sample_dir: Path, sample_dir_without_indexes: Path
+) -> None:
     table = read_table(str(sample_dir / "metrics-v1-0"), columns=["offset", "timestamp"])
     micros = table.column("timestamp").cast(pa.int64()).to_pylist()
     for i in (0, 137, 420, 799):
@@ -327,12 +364,15 @@ def test_read_committed_attaches_aborted_spans(sample_dir: Path) -> None:
     result = plan(sample_dir / "orders-1", isolationLevel="read_committed")
     spans = {span for task in result.tasks for span in task.aborted}
     assert len(spans) == 1
-    (producer, first, last), = spans
+    ((producer, first, last),) = spans
     assert producer == 4242
     assert first < last
     for task in result.tasks:
-        nxt = [t.segment.base_offset for t in result.tasks
-               if t.segment.base_offset > task.segment.base_offset]
+        nxt = [
+            t.segment.base_offset
+            for t in result.tasks
+            if t.segment.base_offset > task.segment.base_offset
+        ]
         holds = last >= task.segment.base_offset and (not nxt or first < min(nxt))
         assert (task.aborted != ()) == holds
     assert all(t.aborted == () for t in plan(sample_dir / "orders-1").tasks)
@@ -347,6 +387,7 @@ def test_aborted_spans_from_markers_equal_the_txnindex(sample_dir: Path, tmp_pat
         indexed = plan(sample_dir / f"orders-{partition}", isolationLevel="read_committed")
         from_markers = plan(copy, isolationLevel="read_committed")
         assert [t.segment.base_offset for t in indexed.tasks] == [
-            t.segment.base_offset for t in from_markers.tasks]
+            t.segment.base_offset for t in from_markers.tasks
+        ]
         assert [t.aborted for t in indexed.tasks] == [t.aborted for t in from_markers.tasks]
         assert any(t.aborted for t in indexed.tasks)

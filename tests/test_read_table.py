@@ -30,8 +30,18 @@ pytestmark = pytest.mark.usefixtures("serial_kernels")
 
 DEFAULT = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 METADATA = (
-    "magic", "compression", "batchBaseOffset", "batchLastOffset", "producerId", "producerEpoch",
-    "baseSequence", "isTransactional", "isControl", "leaderEpoch", "segment", "position",
+    "magic",
+    "compression",
+    "batchBaseOffset",
+    "batchLastOffset",
+    "producerId",
+    "producerEpoch",
+    "baseSequence",
+    "isTransactional",
+    "isControl",
+    "leaderEpoch",
+    "segment",
+    "position",
 )
 SAMPLE_PARTITIONS = (("legacy.events", 0), ("metrics-v1", 0), ("orders", 0), ("orders", 1))
 V2_ATTRIBUTES = struct.Struct(">h")  # at byte 21 of a magic-2 batch
@@ -93,9 +103,13 @@ def control_records(directory: str | Path) -> list[tuple[int, int]]:
     for log in sorted(Path(directory).glob("*.log")):
         data = log.read_bytes()
         table = scan_entries(data)
-        for p, magic, last, max_ts in zip(table.positions.tolist(), table.magics.tolist(),
-                                          table.last_offsets.tolist(),
-                                          table.max_timestamps.tolist(), strict=True):
+        for p, magic, last, max_ts in zip(
+            table.positions.tolist(),
+            table.magics.tolist(),
+            table.last_offsets.tolist(),
+            table.max_timestamps.tolist(),
+            strict=True,
+        ):
             if magic == 2 and V2_ATTRIBUTES.unpack_from(data, p + 21)[0] & 0x20:
                 out.append((last, max_ts))
     return out
@@ -123,8 +137,9 @@ def same(a: pa.Table, b: pa.Table) -> None:
         ({"includeHeaders": True, "includeMetadata": "true"}, (*DEFAULT, "headers", *METADATA)),
     ],
 )
-def test_column_order_and_types(sample_dir: Path, options: dict[str, Any],
-                                expected: tuple[str, ...]) -> None:
+def test_column_order_and_types(
+    sample_dir: Path, options: dict[str, Any], expected: tuple[str, ...]
+) -> None:
     table = read_table(part_dir(sample_dir, "orders", 1), **options)
     assert tuple(table.column_names) == expected
     assert table.schema == arrow_schema(expected)
@@ -175,8 +190,10 @@ def test_projection_ignores_include_options_for_the_column_list(sample_dir: Path
         {"includeHeaders": "true", "includeMetadata": "true"},
         {"iteration": "shallow", "includeMetadata": "true"},
         {"isolationLevel": "read_committed"},
-        {"startingOffsets": '{"orders":{"0":100,"1":333}}',
-         "endingOffsets": '{"orders":{"0":401},"legacy.events":{"0":150}}'},
+        {
+            "startingOffsets": '{"orders":{"0":100,"1":333}}',
+            "endingOffsets": '{"orders":{"0":401},"legacy.events":{"0":150}}',
+        },
         {"readChunkBytes": 4096, "includeHeaders": "true"},
     ],
 )
@@ -192,13 +209,16 @@ def test_iter_batches_agrees_with_read_table(sample_dir: Path, options: dict[str
 def test_iter_batches_with_columns(sample_dir: Path) -> None:
     batches = list(iter_batches(str(sample_dir / "orders-0"), columns=["offset", "value"]))
     assert all(b.schema.names == ["offset", "value"] for b in batches)
-    same(pa.Table.from_batches(batches),
-         read_table(str(sample_dir / "orders-0"), columns=["offset", "value"]))
+    same(
+        pa.Table.from_batches(batches),
+        read_table(str(sample_dir / "orders-0"), columns=["offset", "value"]),
+    )
 
 
 def test_small_read_chunks_give_the_same_rows(sample_dir: Path, sample_table: pa.Table) -> None:
-    table = read_table(str(sample_dir), readChunkBytes=4096, includeHeaders=True,
-                       includeMetadata=True)
+    table = read_table(
+        str(sample_dir), readChunkBytes=4096, includeHeaders=True, includeMetadata=True
+    )
     same(table, sample_table)
 
 
@@ -208,16 +228,22 @@ def test_small_read_chunks_give_the_same_rows(sample_dir: Path, sample_table: pa
 
 
 def test_rows_are_in_topic_partition_offset_order(sample_table: pa.Table) -> None:
-    keys = list(zip(sample_table.column("topic").to_pylist(),
-                    sample_table.column("partition").to_pylist(),
-                    offsets(sample_table), strict=True))
+    keys = list(
+        zip(
+            sample_table.column("topic").to_pylist(),
+            sample_table.column("partition").to_pylist(),
+            offsets(sample_table),
+            strict=True,
+        )
+    )
     assert keys == sorted(keys)
     assert len(set(keys)) == len(keys)
 
 
 def test_sample_record_content(sample_table: pa.Table) -> None:
-    orders = pa.Table.from_batches(sample_table.filter(
-        pc.equal(sample_table.column("topic"), "orders")).to_batches())
+    orders = pa.Table.from_batches(
+        sample_table.filter(pc.equal(sample_table.column("topic"), "orders")).to_batches()
+    )
     for row in orders.select(["offset", "headers", "key", "timestampType"]).to_pylist():
         assert row["headers"] == [
             {"key": "source", "value": b"web"},
@@ -265,19 +291,27 @@ def test_metadata_columns_describe_the_batches(sample_table: pa.Table) -> None:
 
 
 def test_log_dir_reads_every_partition_and_skips_debris(sample_table: pa.Table) -> None:
-    parts = set(zip(sample_table.column("topic").to_pylist(),
-                    sample_table.column("partition").to_pylist(), strict=True))
+    parts = set(
+        zip(
+            sample_table.column("topic").to_pylist(),
+            sample_table.column("partition").to_pylist(),
+            strict=True,
+        )
+    )
     # orders-7.<uuid>-delete, .deleted files, .snapshot and checkpoints are not read
     assert parts == set(SAMPLE_PARTITIONS)
-    assert not any(".deleted" in s or "-delete" in s
-                   for s in sample_table.column("segment").to_pylist())
+    assert not any(
+        ".deleted" in s or "-delete" in s for s in sample_table.column("segment").to_pylist()
+    )
 
 
 @pytest.mark.parametrize(("topic", "partition"), SAMPLE_PARTITIONS)
-def test_partition_dir(sample_dir: Path, sample_table: pa.Table, topic: str,
-                       partition: int) -> None:
-    table = read_table(part_dir(sample_dir, topic, partition), includeHeaders=True,
-                       includeMetadata=True)
+def test_partition_dir(
+    sample_dir: Path, sample_table: pa.Table, topic: str, partition: int
+) -> None:
+    table = read_table(
+        part_dir(sample_dir, topic, partition), includeHeaders=True, includeMetadata=True
+    )
     same(table, of_partition(sample_table, topic, partition))
 
 
@@ -302,23 +336,27 @@ def test_glob_of_partition_dirs(sample_dir: Path, sample_table: pa.Table) -> Non
 
 
 def test_glob_of_log_files(sample_dir: Path, sample_table: pa.Table) -> None:
-    table = read_table(str(sample_dir / "orders-0" / "*.log"), includeHeaders=True,
-                       includeMetadata=True)
+    table = read_table(
+        str(sample_dir / "orders-0" / "*.log"), includeHeaders=True, includeMetadata=True
+    )
     same(table, of_partition(sample_table, "orders", 0))
 
 
 def test_list_of_paths(sample_dir: Path, sample_table: pa.Table) -> None:
     table = read_table(
         [part_dir(sample_dir, "orders", 1), part_dir(sample_dir, "metrics-v1", 0)],
-        includeHeaders=True, includeMetadata=True,
+        includeHeaders=True,
+        includeMetadata=True,
     )
-    expected = pa.concat_tables([of_partition(sample_table, "metrics-v1", 0),
-                                 of_partition(sample_table, "orders", 1)])
+    expected = pa.concat_tables(
+        [of_partition(sample_table, "metrics-v1", 0), of_partition(sample_table, "orders", 1)]
+    )
     same(table, expected)
 
 
-def test_transient_files_and_special_dirs_are_skipped(make_partition: Callable[..., Any],
-                                                      log_dir: Path) -> None:
+def test_transient_files_and_special_dirs_are_skipped(
+    make_partition: Callable[..., Any], log_dir: Path
+) -> None:
     part = make_partition("my-topic.v2-3", segment_bytes=200)
     for _ in range(4):
         part.batch([1, 2, 3])
@@ -329,8 +367,12 @@ def test_transient_files_and_special_dirs_are_skipped(make_partition: Callable[.
     assert set(expected.column("partition").to_pylist()) == {3}
     # Valid segment data under names a reader must not read:
     valid = sorted(directory.glob("*.log"))[0].read_bytes()
-    for name in ("00000000000000000500.log.deleted", "00000000000000000600.log.cleaned",
-                 "00000000000000000700.log.swap", "00000000000000000800.snapshot"):
+    for name in (
+        "00000000000000000500.log.deleted",
+        "00000000000000000600.log.cleaned",
+        "00000000000000000700.log.swap",
+        "00000000000000000800.snapshot",
+    ):
         (directory / name).write_bytes(valid)
     (directory / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     (directory / "partition.metadata").write_text("version: 0\n")
@@ -356,11 +398,14 @@ def test_missing_path(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("options", "columns"),
-    [({}, DEFAULT), ({"includeMetadata": "true", "includeHeaders": "true"},
-                     (*DEFAULT, "headers", *METADATA))],
+    [
+        ({}, DEFAULT),
+        ({"includeMetadata": "true", "includeHeaders": "true"}, (*DEFAULT, "headers", *METADATA)),
+    ],
 )
-def test_directory_without_segments_is_empty(tmp_path: Path, options: dict[str, Any],
-                                             columns: tuple[str, ...]) -> None:
+def test_directory_without_segments_is_empty(
+    tmp_path: Path, options: dict[str, Any], columns: tuple[str, ...]
+) -> None:
     (tmp_path / "t-0").mkdir()
     (tmp_path / "meta.properties").write_text("version=1\n")
     for path in (tmp_path, tmp_path / "t-0"):
@@ -376,8 +421,9 @@ def test_directory_without_segments_is_empty(tmp_path: Path, options: dict[str, 
 
 
 def partitions_of(table: pa.Table) -> set[tuple[str, int]]:
-    return set(zip(table.column("topic").to_pylist(), table.column("partition").to_pylist(),
-                   strict=True))
+    return set(
+        zip(table.column("topic").to_pylist(), table.column("partition").to_pylist(), strict=True)
+    )
 
 
 @pytest.mark.parametrize(
@@ -389,16 +435,22 @@ def partitions_of(table: pa.Table) -> set[tuple[str, int]]:
         ({"subscribePattern": "ord.*"}, {("orders", 0), ("orders", 1)}),
         ({"subscribePattern": "order"}, set()),  # a full match, not a search
         ({"subscribePattern": "rders"}, set()),
-        ({"subscribePattern": r"legacy\.events|metrics-v\d"},
-         {("metrics-v1", 0), ("legacy.events", 0)}),
+        (
+            {"subscribePattern": r"legacy\.events|metrics-v\d"},
+            {("metrics-v1", 0), ("legacy.events", 0)},
+        ),
         ({"subscribePattern": "legacy.events"}, {("legacy.events", 0)}),
         ({"assign": '{"orders":[1]}'}, {("orders", 1)}),
         ({"assign": '{"orders":[1], "metrics-v1":[0]}'}, {("orders", 1), ("metrics-v1", 0)}),
         ({"assign": '{"orders":[]}'}, set()),
     ],
 )
-def test_selection(sample_dir: Path, sample_table: pa.Table, options: dict[str, Any],
-                   expected: set[tuple[str, int]]) -> None:
+def test_selection(
+    sample_dir: Path,
+    sample_table: pa.Table,
+    options: dict[str, Any],
+    expected: set[tuple[str, int]],
+) -> None:
     table = read_table(str(sample_dir), includeHeaders=True, includeMetadata=True, **options)
     assert partitions_of(table) == expected
     parts = [of_partition(sample_table, t, p) for t, p in sorted(expected)]
@@ -414,8 +466,9 @@ def spec(topic: str, partition: int, number: int) -> str:
     return f'{{"{topic}":{{"{partition}":{number}}}}}'
 
 
-def check_range(root: Path, table: pa.Table, topic: str, partition: int, start: int | None,
-                end: int | None) -> pa.Table:
+def check_range(
+    root: Path, table: pa.Table, topic: str, partition: int, start: int | None, end: int | None
+) -> pa.Table:
     options: dict[str, Any] = {"includeHeaders": True, "includeMetadata": True}
     if start is not None:
         options["startingOffsets"] = spec(topic, partition, start)
@@ -427,8 +480,9 @@ def check_range(root: Path, table: pa.Table, topic: str, partition: int, start: 
 
 
 @pytest.mark.parametrize(("topic", "partition"), SAMPLE_PARTITIONS)
-def test_ranges_at_segment_boundaries(sample_dir: Path, sample_table: pa.Table, topic: str,
-                                      partition: int) -> None:
+def test_ranges_at_segment_boundaries(
+    sample_dir: Path, sample_table: pa.Table, topic: str, partition: int
+) -> None:
     bases = segment_bases(part_dir(sample_dir, topic, partition))
     assert len(bases) >= 4, "the sample must spread each partition over several segments"
     last = offsets(of_partition(sample_table, topic, partition))[-1]
@@ -446,19 +500,32 @@ def test_ranges_at_segment_boundaries(sample_dir: Path, sample_table: pa.Table, 
         else:
             check_range(sample_dir, sample_table, topic, partition, b + 1, nxt - 1)
             check_range(sample_dir, sample_table, topic, partition, b, None)
-        check_range(sample_dir, sample_table, topic, partition, bases[k - 1],
-                    bases[min(k + 2, len(bases) - 1)] + 3)
+        check_range(
+            sample_dir,
+            sample_table,
+            topic,
+            partition,
+            bases[k - 1],
+            bases[min(k + 2, len(bases) - 1)] + 3,
+        )
     check_range(sample_dir, sample_table, topic, partition, 0, last + 1)
     check_range(sample_dir, sample_table, topic, partition, last, None)
     assert check_range(sample_dir, sample_table, topic, partition, last, last + 100).num_rows == 1
 
 
 @pytest.mark.parametrize(("topic", "partition"), SAMPLE_PARTITIONS)
-def test_ranges_beyond_the_end_or_empty(sample_dir: Path, sample_table: pa.Table, topic: str,
-                                        partition: int) -> None:
+def test_ranges_beyond_the_end_or_empty(
+    sample_dir: Path, sample_table: pa.Table, topic: str, partition: int
+) -> None:
     last = offsets(of_partition(sample_table, topic, partition))[-1]
-    for start, end in ((last + 1, None), (last + 1000, None), (last + 5, last + 10), (10, 10),
-                       (20, 10), (0, 0)):
+    for start, end in (
+        (last + 1, None),
+        (last + 1000, None),
+        (last + 5, last + 10),
+        (10, 10),
+        (20, 10),
+        (0, 0),
+    ):
         got = check_range(sample_dir, sample_table, topic, partition, start, end)
         assert got.num_rows == 0
 
@@ -466,8 +533,13 @@ def test_ranges_beyond_the_end_or_empty(sample_dir: Path, sample_table: pa.Table
 def test_ranges_inside_compressed_batches(sample_dir: Path, sample_table: pa.Table) -> None:
     for topic, partition in (("orders", 0), ("orders", 1)):
         rows = of_partition(sample_table, topic, partition).to_pylist()
-        batches = sorted({(r["batchBaseOffset"], r["batchLastOffset"]) for r in rows
-                          if r["batchLastOffset"] - r["batchBaseOffset"] >= 4})
+        batches = sorted(
+            {
+                (r["batchBaseOffset"], r["batchLastOffset"])
+                for r in rows
+                if r["batchLastOffset"] - r["batchBaseOffset"] >= 4
+            }
+        )
         assert len(batches) >= 3
         for base, last in batches[1 :: max(1, len(batches) // 8)]:
             got = check_range(sample_dir, sample_table, topic, partition, base + 1, last - 1)
@@ -479,12 +551,19 @@ def test_ranges_inside_compressed_batches(sample_dir: Path, sample_table: pa.Tab
 
 
 @pytest.mark.parametrize("magic", [0, 1])
-def test_ranges_inside_legacy_wrappers(sample_dir: Path, sample_table: pa.Table,
-                                       magic: int) -> None:
+def test_ranges_inside_legacy_wrappers(
+    sample_dir: Path, sample_table: pa.Table, magic: int
+) -> None:
     rows = of_partition(sample_table, "legacy.events", 0).to_pylist()
-    wrappers = sorted({(r["batchBaseOffset"], r["batchLastOffset"]) for r in rows
-                       if r["magic"] == magic and r["compression"] != "none"
-                       and r["batchLastOffset"] - r["batchBaseOffset"] >= 3})
+    wrappers = sorted(
+        {
+            (r["batchBaseOffset"], r["batchLastOffset"])
+            for r in rows
+            if r["magic"] == magic
+            and r["compression"] != "none"
+            and r["batchLastOffset"] - r["batchBaseOffset"] >= 3
+        }
+    )
     assert len(wrappers) >= 3
     for base, last in wrappers[1 :: max(1, len(wrappers) // 8)]:
         got = check_range(sample_dir, sample_table, "legacy.events", 0, base + 1, last)
@@ -500,14 +579,17 @@ def test_sentinels_and_unmentioned_partitions(sample_dir: Path, sample_table: pa
         str(sample_dir),
         startingOffsets='{"orders":{"0":500, "1":-2}}',
         endingOffsets='{"orders":{"1":300, "0":-1}, "metrics-v1":{"0":42}}',
-        includeHeaders=True, includeMetadata=True,
+        includeHeaders=True,
+        includeMetadata=True,
     )
-    expected = pa.concat_tables([
-        of_partition(sample_table, "legacy.events", 0),
-        offset_range(of_partition(sample_table, "metrics-v1", 0), None, 42),
-        offset_range(of_partition(sample_table, "orders", 0), 500, None),
-        offset_range(of_partition(sample_table, "orders", 1), None, 300),
-    ])
+    expected = pa.concat_tables(
+        [
+            of_partition(sample_table, "legacy.events", 0),
+            offset_range(of_partition(sample_table, "metrics-v1", 0), None, 42),
+            offset_range(of_partition(sample_table, "orders", 0), 500, None),
+            offset_range(of_partition(sample_table, "orders", 1), None, 300),
+        ]
+    )
     same(table, expected)
 
 
@@ -546,26 +628,32 @@ def test_fail_on_data_loss(late_partition: Path) -> None:
     with pytest.raises(DataLossError, match="50"):
         read_table(str(late_partition), startingOffsets='{"late":{"0":50}}')
     with pytest.raises(DataLossError):
-        read_table(str(late_partition), startingOffsets='{"late":{"0":99}}',
-                   failOnDataLoss="true")
+        read_table(str(late_partition), startingOffsets='{"late":{"0":99}}', failOnDataLoss="true")
 
 
 def test_fail_on_data_loss_false_starts_at_the_first_offset(late_partition: Path) -> None:
-    table = read_table(str(late_partition), startingOffsets='{"late":{"0":50}}',
-                       endingOffsets='{"late":{"0":105}}', failOnDataLoss="false")
+    table = read_table(
+        str(late_partition),
+        startingOffsets='{"late":{"0":50}}',
+        endingOffsets='{"late":{"0":105}}',
+        failOnDataLoss="false",
+    )
     assert offsets(table) == [100, 101, 102, 103, 104]
 
 
 def test_no_data_loss_from_the_first_offset(late_partition: Path) -> None:
     assert offsets(read_table(str(late_partition))) == list(range(100, 118))
     assert offsets(read_table(str(late_partition), startingOffsets='{"late":{"0":100}}')) == list(
-        range(100, 118))
+        range(100, 118)
+    )
     assert offsets(read_table(str(late_partition), startingOffsets='{"late":{"0":-2}}')) == list(
-        range(100, 118))
+        range(100, 118)
+    )
 
 
-def test_start_in_a_gap_between_segments_is_no_data_loss(make_partition: Callable[..., Any]
-                                                          ) -> None:
+def test_start_in_a_gap_between_segments_is_no_data_loss(
+    make_partition: Callable[..., Any],
+) -> None:
     """A hole inside the log (compaction, a lost middle segment) is skipped as a consumer
     would; only offsets before the first segment count as lost."""
     part = make_partition("gap-0", segment_bytes=150)
@@ -580,8 +668,11 @@ def test_start_in_a_gap_between_segments_is_no_data_loss(make_partition: Callabl
     assert segs[1] not in remaining
     got = read_table(str(directory), startingOffsets=f'{{"gap":{{"0":{segs[1] + 1}}}}}')
     assert offsets(got) == [o for o in remaining if o >= segs[2]]
-    got = read_table(str(directory), startingOffsets=f'{{"gap":{{"0":{segs[1]}}}}}',
-                     endingOffsets=f'{{"gap":{{"0":{segs[2] + 2}}}}}')
+    got = read_table(
+        str(directory),
+        startingOffsets=f'{{"gap":{{"0":{segs[1]}}}}}',
+        endingOffsets=f'{{"gap":{{"0":{segs[2] + 2}}}}}',
+    )
     assert offsets(got) == [segs[2], segs[2] + 1]
 
 
@@ -603,9 +694,13 @@ def test_non_monotonic_timestamps_example(make_partition: Callable[..., Any]) ->
     assert offsets(read_table(directory, endingTimestamp=10)) == []
     assert offsets(read_table(directory, endingTimestamp=41)) == [0, 1, 2, 3]
     assert offsets(read_table(directory, startingTimestamp=15, endingTimestamp=35)) == [1, 2]
-    assert offsets(read_table(
-        directory, startingOffsetsByTimestamp='{"ts":{"0":25}}',
-        endingOffsetsByTimestamp='{"ts":{"0":40}}')) == [1, 2]
+    assert offsets(
+        read_table(
+            directory,
+            startingOffsetsByTimestamp='{"ts":{"0":25}}',
+            endingOffsetsByTimestamp='{"ts":{"0":40}}',
+        )
+    ) == [1, 2]
 
 
 INDEX_VARIANTS = {
@@ -618,8 +713,9 @@ INDEX_VARIANTS = {
 
 
 @pytest.fixture
-def jumbled_partition(make_partition: Callable[..., Any], strip_indexes: Callable[..., int],
-                      tmp_path: Path) -> dict[str, Path]:
+def jumbled_partition(
+    make_partition: Callable[..., Any], strip_indexes: Callable[..., int], tmp_path: Path
+) -> dict[str, Path]:
     """A partition with CreateTime timestamps far out of order (and repeated) across magic 1 and
     magic 2 entries, over many segments with dense sparse-index entries; and copies of it
     without some or all index files, keyed like INDEX_VARIANTS."""
@@ -635,9 +731,11 @@ def jumbled_partition(make_partition: Callable[..., Any], strip_indexes: Callabl
 
     for _ in range(3):
         part.legacy(magic=1, timestamp=stamps(1)[0])
-        part.legacy_wrapper(stamps(rng.randint(2, 5)), magic=1,
-                            compression=rng.choice([CompressionType.GZIP,
-                                                    CompressionType.SNAPPY]))
+        part.legacy_wrapper(
+            stamps(rng.randint(2, 5)),
+            magic=1,
+            compression=rng.choice([CompressionType.GZIP, CompressionType.SNAPPY]),
+        )
     for _ in range(30):
         codec = rng.choice([CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD])
         part.batch(stamps(rng.randint(1, 6)), compression=codec)
@@ -667,8 +765,9 @@ def timestamp_targets(pairs: Sequence[tuple[int, int | None]], picks: int = 6) -
     return sorted(t for t in targets if t >= 0)
 
 
-def check_timestamps(directory: str, full: pa.Table, pairs: list[tuple[int, int | None]],
-                     targets: Sequence[int]) -> None:
+def check_timestamps(
+    directory: str, full: pa.Table, pairs: list[tuple[int, int | None]], targets: Sequence[int]
+) -> None:
     for target in targets:
         start = first_offset_at_or_after(pairs, target)
         if start is None:
@@ -682,8 +781,7 @@ def check_timestamps(directory: str, full: pa.Table, pairs: list[tuple[int, int 
 
 
 @pytest.mark.parametrize("variant", INDEX_VARIANTS)
-def test_timestamps_against_brute_force(jumbled_partition: dict[str, Path],
-                                        variant: str) -> None:
+def test_timestamps_against_brute_force(jumbled_partition: dict[str, Path], variant: str) -> None:
     full = read_table(str(jumbled_partition["indexed"]))
     assert offsets(full) == list(range(full.num_rows))
     pairs = list(zip(offsets(full), timestamps_ms(full), strict=True))
@@ -707,36 +805,51 @@ def test_timestamp_maps_match_the_global_options(jumbled_partition: dict[str, Pa
     stamps = sorted({ts for _, ts in pairs if ts is not None})
     for target in (stamps[len(stamps) // 3], stamps[len(stamps) // 2] + 1, 0):
         start = first_offset_at_or_after(pairs, target)
-        by_map = read_table(directory, columns=["offset"],
-                            startingOffsetsByTimestamp=spec("jumbled", 0, target))
+        by_map = read_table(
+            directory, columns=["offset"], startingOffsetsByTimestamp=spec("jumbled", 0, target)
+        )
         assert offsets(by_map) == offsets(offset_range(full, start, None))
-        by_map = read_table(directory, columns=["offset"],
-                            endingOffsetsByTimestamp=spec("jumbled", 0, target))
+        by_map = read_table(
+            directory, columns=["offset"], endingOffsetsByTimestamp=spec("jumbled", 0, target)
+        )
         assert offsets(by_map) == offsets(offset_range(full, None, start))
     after = stamps[-1] + 1
     with pytest.raises(InvalidOptionError):
         read_table(directory, startingOffsetsByTimestamp=spec("jumbled", 0, after))
-    assert read_table(directory, startingOffsetsByTimestamp=spec("jumbled", 0, after),
-                      startingOffsetsByTimestampStrategy="latest").num_rows == 0
+    assert (
+        read_table(
+            directory,
+            startingOffsetsByTimestamp=spec("jumbled", 0, after),
+            startingOffsetsByTimestampStrategy="latest",
+        ).num_rows
+        == 0
+    )
 
 
 def test_timestamp_window(jumbled_partition: dict[str, Path]) -> None:
     full = read_table(str(jumbled_partition["indexed"]))
     pairs = list(zip(offsets(full), timestamps_ms(full), strict=True))
     stamps = sorted({ts for _, ts in pairs if ts is not None})
-    for lo, hi in ((stamps[3], stamps[40]), (stamps[10], stamps[11]), (stamps[20], stamps[-1] + 1),
-                   (stamps[30], stamps[5]), (0, stamps[25])):
+    for lo, hi in (
+        (stamps[3], stamps[40]),
+        (stamps[10], stamps[11]),
+        (stamps[20], stamps[-1] + 1),
+        (stamps[30], stamps[5]),
+        (0, stamps[25]),
+    ):
         start = first_offset_at_or_after(pairs, lo)
         end = first_offset_at_or_after(pairs, hi)
         expected = offsets(offset_range(full, start, end))
         for directory in jumbled_partition.values():
-            got = read_table(str(directory), columns=["offset"], startingTimestamp=lo,
-                             endingTimestamp=hi)
+            got = read_table(
+                str(directory), columns=["offset"], startingTimestamp=lo, endingTimestamp=hi
+            )
             assert offsets(got) == expected, (directory, lo, hi)
 
 
-def test_shallow_resolves_timestamps_to_the_same_offsets(jumbled_partition: dict[str, Path]
-                                                         ) -> None:
+def test_shallow_resolves_timestamps_to_the_same_offsets(
+    jumbled_partition: dict[str, Path],
+) -> None:
     """offsetsForTimes does not depend on the iteration: shallow + startingTimestamp T reads
     what shallow + startingOffsets offsetsForTimes(T) reads, and likewise for the end."""
     directory = str(jumbled_partition["indexed"])
@@ -746,15 +859,17 @@ def test_shallow_resolves_timestamps_to_the_same_offsets(jumbled_partition: dict
         found = first_offset_at_or_after(pairs, target)
         if found is not None:
             by_time = read_table(directory, iteration="shallow", startingTimestamp=target)
-            by_offset = read_table(directory, iteration="shallow",
-                                   startingOffsets=spec("jumbled", 0, found))
+            by_offset = read_table(
+                directory, iteration="shallow", startingOffsets=spec("jumbled", 0, found)
+            )
             same(by_time, by_offset)
         by_time = read_table(directory, iteration="shallow", endingTimestamp=target)
         if found is None:
             by_offset = read_table(directory, iteration="shallow")
         else:
-            by_offset = read_table(directory, iteration="shallow",
-                                   endingOffsets=spec("jumbled", 0, found))
+            by_offset = read_table(
+                directory, iteration="shallow", endingOffsets=spec("jumbled", 0, found)
+            )
         same(by_time, by_offset)
 
 
@@ -763,8 +878,7 @@ def test_timestamps_with_log_append_time(make_partition: Callable[..., Any]) -> 
     part = make_partition("lat-0")
     part.batch([50, 100])
     specs = [RecordSpec(value=b"x", timestamp=ts) for ts in (10, 900, 20)]
-    part.writer.append(encode_batch(specs, base_offset=2, timestamp_type=1,
-                                    log_append_time=300), 4)
+    part.writer.append(encode_batch(specs, base_offset=2, timestamp_type=1, log_append_time=300), 4)
     part.batch([250, 700])
     directory = str(part.close())
     full = read_table(directory)
@@ -774,15 +888,25 @@ def test_timestamps_with_log_append_time(make_partition: Callable[..., Any]) -> 
     assert offsets(read_table(directory, startingTimestamp=200)) == [2, 3, 4, 5, 6]
     assert offsets(read_table(directory, startingTimestamp=301)) == [6]
     assert offsets(read_table(directory, endingTimestamp=300)) == [0, 1]
-    assert offsets(read_table(directory, startingTimestamp=300, endingTimestamp=600)) == [2, 3,
-                                                                                         4, 5]
+    assert offsets(read_table(directory, startingTimestamp=300, endingTimestamp=600)) == [
+        2,
+        3,
+        4,
+        5,
+    ]
 
 
-def test_starting_timestamp_over_several_partitions(sample_dir: Path,
-                                                    sample_table: pa.Table) -> None:
+def test_starting_timestamp_over_several_partitions(
+    sample_dir: Path, sample_table: pa.Table
+) -> None:
     target = 1_700_000_005_000  # inside every sample partition's time range
-    table = read_table(str(sample_dir), startingTimestamp=target, endingTimestamp=target + 2500,
-                       includeHeaders=True, includeMetadata=True)
+    table = read_table(
+        str(sample_dir),
+        startingTimestamp=target,
+        endingTimestamp=target + 2500,
+        includeHeaders=True,
+        includeMetadata=True,
+    )
     expected = []
     for topic, partition in SAMPLE_PARTITIONS:
         full = of_partition(sample_table, topic, partition)
@@ -797,8 +921,9 @@ def test_starting_timestamp_over_several_partitions(sample_dir: Path,
 
 
 @pytest.mark.parametrize(("topic", "partition"), SAMPLE_PARTITIONS)
-def test_sample_timestamps_against_brute_force(sample_dir: Path, sample_table: pa.Table,
-                                               topic: str, partition: int) -> None:
+def test_sample_timestamps_against_brute_force(
+    sample_dir: Path, sample_table: pa.Table, topic: str, partition: int
+) -> None:
     directory = part_dir(sample_dir, topic, partition)
     full = of_partition(sample_table, topic, partition)
     # control records have offsets and timestamps too: Kafka's lookup may land on one
@@ -816,16 +941,23 @@ def test_sample_timestamps_against_brute_force(sample_dir: Path, sample_table: p
         assert offsets(got) == offsets(offset_range(full, None, start)), target
 
 
-def test_sample_timestamps_without_indexes(sample_dir: Path,
-                                           sample_dir_without_indexes: Path) -> None:
+def test_sample_timestamps_without_indexes(
+    sample_dir: Path, sample_dir_without_indexes: Path
+) -> None:
     for topic, partition in SAMPLE_PARTITIONS:
         full = read_table(part_dir(sample_dir, topic, partition), columns=["timestamp"])
         stamps = sorted({t for t in timestamps_ms(full) if t is not None})
         for target in stamps[len(stamps) // 9 :: max(1, len(stamps) // 8)]:
-            with_index = read_table(part_dir(sample_dir, topic, partition),
-                                    startingTimestamp=target, endingTimestamp=target + 2000)
-            without = read_table(part_dir(sample_dir_without_indexes, topic, partition),
-                                 startingTimestamp=target, endingTimestamp=target + 2000)
+            with_index = read_table(
+                part_dir(sample_dir, topic, partition),
+                startingTimestamp=target,
+                endingTimestamp=target + 2000,
+            )
+            without = read_table(
+                part_dir(sample_dir_without_indexes, topic, partition),
+                startingTimestamp=target,
+                endingTimestamp=target + 2000,
+            )
             assert with_index.to_pylist() == without.to_pylist()
 
 
@@ -847,50 +979,74 @@ def test_starting_timestamp_after_all_data(sample_dir: Path) -> None:
     with pytest.raises(InvalidOptionError, match="startingOffsetsByTimestampStrategy"):
         read_table(str(sample_dir), startingTimestamp=4_000_000_000_000)
     with pytest.raises(InvalidOptionError):
-        read_table(str(sample_dir), startingTimestamp=4_000_000_000_000,
-                   startingOffsetsByTimestampStrategy="error")
-    table = read_table(str(sample_dir), startingTimestamp=4_000_000_000_000,
-                       startingOffsetsByTimestampStrategy="latest")
+        read_table(
+            str(sample_dir),
+            startingTimestamp=4_000_000_000_000,
+            startingOffsetsByTimestampStrategy="error",
+        )
+    table = read_table(
+        str(sample_dir),
+        startingTimestamp=4_000_000_000_000,
+        startingOffsetsByTimestampStrategy="latest",
+    )
     assert table.num_rows == 0
     assert table.schema == arrow_schema(DEFAULT)
 
 
-def test_ending_timestamp_after_all_data_reads_to_the_end(sample_dir: Path,
-                                                          sample_table: pa.Table) -> None:
-    table = read_table(str(sample_dir), endingTimestamp=4_000_000_000_000,
-                       includeHeaders=True, includeMetadata=True)
+def test_ending_timestamp_after_all_data_reads_to_the_end(
+    sample_dir: Path, sample_table: pa.Table
+) -> None:
+    table = read_table(
+        str(sample_dir),
+        endingTimestamp=4_000_000_000_000,
+        includeHeaders=True,
+        includeMetadata=True,
+    )
     same(table, sample_table)
 
 
 def test_timestamp_map_sentinels(sample_dir: Path, sample_table: pa.Table) -> None:
     table = read_table(
-        str(sample_dir), subscribe="orders",
+        str(sample_dir),
+        subscribe="orders",
         startingOffsetsByTimestamp='{"orders":{"0":-2, "1":-1}}',
-        includeHeaders=True, includeMetadata=True,
+        includeHeaders=True,
+        includeMetadata=True,
     )
     # -2 = earliest, -1 = latest (nothing to read in a batch query)
     same(table, of_partition(sample_table, "orders", 0))
     table = read_table(
-        str(sample_dir), subscribe="orders",
+        str(sample_dir),
+        subscribe="orders",
         endingOffsetsByTimestamp='{"orders":{"0":-1, "1":-2}}',
-        includeHeaders=True, includeMetadata=True,
+        includeHeaders=True,
+        includeMetadata=True,
     )
     same(table, of_partition(sample_table, "orders", 0))
 
 
-def test_timestamp_map_leaves_other_partitions_whole(sample_dir: Path,
-                                                     sample_table: pa.Table) -> None:
+def test_timestamp_map_leaves_other_partitions_whole(
+    sample_dir: Path, sample_table: pa.Table
+) -> None:
     orders0 = of_partition(sample_table, "orders", 0)
     target = timestamps_ms(orders0)[orders0.num_rows // 2]
     assert target is not None
     pairs = list(zip(offsets(orders0), timestamps_ms(orders0), strict=True))
     pairs += control_records(part_dir(sample_dir, "orders", 0))
     start = first_offset_at_or_after(pairs, target)
-    table = read_table(str(sample_dir), subscribe="orders",
-                       startingOffsetsByTimestamp=spec("orders", 0, target),
-                       includeHeaders=True, includeMetadata=True)
-    same(table, pa.concat_tables([offset_range(orders0, start, None),
-                                  of_partition(sample_table, "orders", 1)]))
+    table = read_table(
+        str(sample_dir),
+        subscribe="orders",
+        startingOffsetsByTimestamp=spec("orders", 0, target),
+        includeHeaders=True,
+        includeMetadata=True,
+    )
+    same(
+        table,
+        pa.concat_tables(
+            [offset_range(orders0, start, None), of_partition(sample_table, "orders", 1)]
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -902,15 +1058,15 @@ COMMITTED_OFFSETS = [0, 1, 4, 5, 8, 9, 16]
 MARKER_OFFSETS = [7, 10, 11, 14, 15]
 
 
-def write_transactions(make_partition: Callable[..., Any], segment_bytes: int,
-                       compression: int) -> Path:
+def write_transactions(
+    make_partition: Callable[..., Any], segment_bytes: int, compression: int
+) -> Path:
     """Interleaved transactions of producers 1-4: aborted, committed, aborted after a commit by
     the same producer, and one left open at the end of the log."""
     part = make_partition("tx-0", segment_bytes=segment_bytes, index_interval_bytes=50)
 
     def txn(pid: int, n: int) -> list[int]:
-        return part.batch([100] * n, producer_id=pid, transactional=True,
-                          compression=compression)
+        return part.batch([100] * n, producer_id=pid, transactional=True, compression=compression)
 
     assert part.batch([100, 100], compression=compression) == [0, 1]
     assert txn(1, 2) == [2, 3]
@@ -934,11 +1090,13 @@ def write_transactions(make_partition: Callable[..., Any], segment_bytes: int,
 
 
 @pytest.mark.parametrize("segment_bytes", [1 << 20, 250], ids=["one-segment", "many-segments"])
-@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.LZ4],
-                         ids=["none", "lz4"])
+@pytest.mark.parametrize(
+    "compression", [CompressionType.NONE, CompressionType.LZ4], ids=["none", "lz4"]
+)
 @pytest.mark.parametrize("txnindex", [True, False], ids=["txnindex", "markers-only"])
-def test_read_committed(make_partition: Callable[..., Any], segment_bytes: int,
-                        compression: int, txnindex: bool) -> None:
+def test_read_committed(
+    make_partition: Callable[..., Any], segment_bytes: int, compression: int, txnindex: bool
+) -> None:
     directory = write_transactions(make_partition, segment_bytes, compression)
     txn_files = sorted(directory.glob("*.txnindex"))
     assert txn_files, "PartitionWriter.record_abort writes .txnindex files on roll"
@@ -954,17 +1112,23 @@ def test_read_committed(make_partition: Callable[..., Any], segment_bytes: int,
     explicit = read_table(str(directory), isolationLevel="READ_UNCOMMITTED")
     assert offsets(explicit) == DATA_OFFSETS
     # ranges cut through transactions
-    ranged = read_table(str(directory), isolationLevel="read_committed",
-                        startingOffsets='{"tx":{"0":3}}', endingOffsets='{"tx":{"0":17}}')
+    ranged = read_table(
+        str(directory),
+        isolationLevel="read_committed",
+        startingOffsets='{"tx":{"0":3}}',
+        endingOffsets='{"tx":{"0":17}}',
+    )
     assert offsets(ranged) == [4, 5, 8, 9, 16]
-    ranged = read_table(str(directory), isolationLevel="read_committed",
-                        startingOffsets='{"tx":{"0":13}}')
+    ranged = read_table(
+        str(directory), isolationLevel="read_committed", startingOffsets='{"tx":{"0":13}}'
+    )
     assert offsets(ranged) == [16]
 
 
 @pytest.mark.parametrize("txnindex", [True, False], ids=["txnindex", "markers-only"])
-def test_shallow_read_committed_drops_aborted_batches(make_partition: Callable[..., Any],
-                                                      txnindex: bool) -> None:
+def test_shallow_read_committed_drops_aborted_batches(
+    make_partition: Callable[..., Any], txnindex: bool
+) -> None:
     directory = write_transactions(make_partition, 250, CompressionType.NONE)
     if not txnindex:
         for path in directory.glob("*.txnindex"):
@@ -972,22 +1136,33 @@ def test_shallow_read_committed_drops_aborted_batches(make_partition: Callable[.
     uncommitted = read_table(str(directory), iteration="shallow", includeMetadata=True)
     # one row per batch, markers included, each at its batch's last offset
     assert offsets(uncommitted) == [1, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18]
-    assert [o for o, c in zip(offsets(uncommitted), uncommitted.column("isControl").to_pylist(),
-                              strict=True) if c] == MARKER_OFFSETS
-    committed = read_table(str(directory), iteration="shallow", includeMetadata=True,
-                           isolationLevel="read_committed")
+    assert [
+        o
+        for o, c in zip(
+            offsets(uncommitted), uncommitted.column("isControl").to_pylist(), strict=True
+        )
+        if c
+    ] == MARKER_OFFSETS
+    committed = read_table(
+        str(directory), iteration="shallow", includeMetadata=True, isolationLevel="read_committed"
+    )
     # aborted batches (last offsets 3, 6, 12, 13), the open transaction (18) and every marker
     # are gone, as for a read_committed consumer
     assert offsets(committed) == [1, 5, 8, 9, 16]
     assert not any(committed.column("isControl").to_pylist())
 
 
-def test_sample_read_committed(sample_dir: Path, sample_table: pa.Table,
-                               tmp_path: Path) -> None:
-    orders = pa.Table.from_batches(sample_table.filter(
-        pc.equal(sample_table.column("topic"), "orders")).to_batches())
-    committed = read_table(str(sample_dir), subscribe="orders", isolationLevel="read_committed",
-                           includeHeaders=True, includeMetadata=True)
+def test_sample_read_committed(sample_dir: Path, sample_table: pa.Table, tmp_path: Path) -> None:
+    orders = pa.Table.from_batches(
+        sample_table.filter(pc.equal(sample_table.column("topic"), "orders")).to_batches()
+    )
+    committed = read_table(
+        str(sample_dir),
+        subscribe="orders",
+        isolationLevel="read_committed",
+        includeHeaders=True,
+        includeMetadata=True,
+    )
     txn_rows = orders.filter(orders.column("isTransactional"))
     # the generator writes one aborted then one committed transaction per partition
     for partition in (0, 1):
@@ -996,8 +1171,7 @@ def test_sample_read_committed(sample_dir: Path, sample_table: pa.Table,
         assert len(batches) == 2
         aborted_base = batches[0]
         expected = of_partition(orders, "orders", partition)
-        expected = expected.filter(pc.not_equal(expected.column("batchBaseOffset"),
-                                                        aborted_base))
+        expected = expected.filter(pc.not_equal(expected.column("batchBaseOffset"), aborted_base))
         same(of_partition(committed, "orders", partition), expected)
         # the same answer from the markers alone
         copy = tmp_path / f"orders-{partition}"
@@ -1005,8 +1179,9 @@ def test_sample_read_committed(sample_dir: Path, sample_table: pa.Table,
         removed = list(copy.glob("*.txnindex"))
         assert len(removed) == 1
         removed[0].unlink()
-        without_txnindex = read_table(str(copy), isolationLevel="read_committed",
-                                      includeHeaders=True, includeMetadata=True)
+        without_txnindex = read_table(
+            str(copy), isolationLevel="read_committed", includeHeaders=True, includeMetadata=True
+        )
         same(without_txnindex.drop_columns(["segment"]), expected.drop_columns(["segment"]))
 
 
@@ -1024,8 +1199,12 @@ def header_walk(directory: str | Path) -> dict[str, Any]:
         table = scan_entries(data)
         assert table.valid_bytes == len(data)
         for p, size, magic, last, max_ts in zip(
-            table.positions.tolist(), table.sizes.tolist(), table.magics.tolist(),
-            table.last_offsets.tolist(), table.max_timestamps.tolist(), strict=True,
+            table.positions.tolist(),
+            table.sizes.tolist(),
+            table.magics.tolist(),
+            table.last_offsets.tolist(),
+            table.max_timestamps.tolist(),
+            strict=True,
         ):
             if magic == 2:
                 attributes = V2_ATTRIBUTES.unpack_from(data, p + 21)[0]
@@ -1036,14 +1215,22 @@ def header_walk(directory: str | Path) -> dict[str, Any]:
                 message = decode_legacy_message(data, p)
                 deep += len(expand_wrapper(message)) if message.compression else 1
                 value = message.value
-            shallow.append({"offset": last, "timestamp": None if max_ts == -1 else max_ts,
-                            "value": value, "segment": str(log), "position": p})
+            shallow.append(
+                {
+                    "offset": last,
+                    "timestamp": None if max_ts == -1 else max_ts,
+                    "value": value,
+                    "segment": str(log),
+                    "position": p,
+                }
+            )
     return {"deep": deep, "shallow": shallow}
 
 
 @pytest.mark.parametrize(("topic", "partition"), SAMPLE_PARTITIONS)
-def test_deep_and_shallow_counts_match_a_header_walk(sample_dir: Path, topic: str,
-                                                     partition: int) -> None:
+def test_deep_and_shallow_counts_match_a_header_walk(
+    sample_dir: Path, topic: str, partition: int
+) -> None:
     directory = part_dir(sample_dir, topic, partition)
     walk = header_walk(directory)
     deep = read_table(directory)
@@ -1060,11 +1247,13 @@ def test_deep_and_shallow_counts_match_a_header_walk(sample_dir: Path, topic: st
 
 def test_shallow_on_the_whole_sample(sample_dir: Path, sample_table: pa.Table) -> None:
     shallow = read_table(str(sample_dir), iteration="shallow", includeHeaders=True)
-    expected = sum(len(header_walk(part_dir(sample_dir, t, p))["shallow"])
-                   for t, p in SAMPLE_PARTITIONS)
+    expected = sum(
+        len(header_walk(part_dir(sample_dir, t, p))["shallow"]) for t, p in SAMPLE_PARTITIONS
+    )
     assert shallow.num_rows == expected
-    assert sample_table.num_rows == sum(header_walk(part_dir(sample_dir, t, p))["deep"]
-                                        for t, p in SAMPLE_PARTITIONS)
+    assert sample_table.num_rows == sum(
+        header_walk(part_dir(sample_dir, t, p))["deep"] for t, p in SAMPLE_PARTITIONS
+    )
     v2 = shallow.filter(pc.equal(shallow.column("topic"), "orders"))
     assert v2.column("key").null_count == v2.num_rows
     assert all(h == [] for h in v2.column("headers").to_pylist())
@@ -1072,18 +1261,31 @@ def test_shallow_on_the_whole_sample(sample_dir: Path, sample_table: pa.Table) -
 
 def test_shallow_with_an_offset_range(sample_dir: Path, sample_table: pa.Table) -> None:
     rows = of_partition(sample_table, "orders", 0).to_pylist()
-    batches = sorted({(r["batchBaseOffset"], r["batchLastOffset"]) for r in rows
-                      if r["batchLastOffset"] - r["batchBaseOffset"] >= 4})
+    batches = sorted(
+        {
+            (r["batchBaseOffset"], r["batchLastOffset"])
+            for r in rows
+            if r["batchLastOffset"] - r["batchBaseOffset"] >= 4
+        }
+    )
     (b1, l1), (b2, l2) = batches[2], batches[5]
-    shallow = read_table(part_dir(sample_dir, "orders", 0), iteration="shallow",
-                         startingOffsets=spec("orders", 0, b1 + 1),
-                         endingOffsets=spec("orders", 0, b2 + 1), includeMetadata=True)
-    everything = read_table(part_dir(sample_dir, "orders", 0), iteration="shallow",
-                            includeMetadata=True)
+    shallow = read_table(
+        part_dir(sample_dir, "orders", 0),
+        iteration="shallow",
+        startingOffsets=spec("orders", 0, b1 + 1),
+        endingOffsets=spec("orders", 0, b2 + 1),
+        includeMetadata=True,
+    )
+    everything = read_table(
+        part_dir(sample_dir, "orders", 0), iteration="shallow", includeMetadata=True
+    )
     # the batches holding an offset of [b1 + 1, b2 + 1): from the one holding b1+1 to b2's
-    expected = everything.filter(pc.and_(
-        pc.greater_equal(everything.column("batchLastOffset"), b1 + 1),
-        pc.less(everything.column("batchBaseOffset"), b2 + 1)))
+    expected = everything.filter(
+        pc.and_(
+            pc.greater_equal(everything.column("batchLastOffset"), b1 + 1),
+            pc.less(everything.column("batchBaseOffset"), b2 + 1),
+        )
+    )
     same(shallow, expected)
     assert offsets(shallow)[0] == l1
     assert offsets(shallow)[-1] == l2

@@ -30,8 +30,9 @@ def _log() -> tuple[bytes, list[tuple[int, int, int, int]]]:
             last, max_ts = offset, -1
         elif i < 6:
             specs = [RecordSpec(value=b"y" * 90, timestamp=ts + k) for k in range(3)]
-            blob = encode_legacy_wrapper(specs, last_offset=offset + 2, magic=1,
-                                         compression=CompressionType.GZIP)
+            blob = encode_legacy_wrapper(
+                specs, last_offset=offset + 2, magic=1, compression=CompressionType.GZIP
+            )
             last, max_ts = offset + 2, ts + 2
         else:
             # CreateTime timestamps that go down once: the running max must not

@@ -15,8 +15,11 @@ from kafka_segments_ds.samples import write_sample_log_dir
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
 
 BUCKET = "archive"
-CREDENTIALS = {"fs.s3.accessKey": "testing", "fs.s3.secretKey": "testing",
-               "fs.s3.region": "us-east-1"}
+CREDENTIALS = {
+    "fs.s3.accessKey": "testing",
+    "fs.s3.secretKey": "testing",
+    "fs.s3.region": "us-east-1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +28,14 @@ def s3() -> Iterator[tuple[pafs.S3FileSystem, dict[str, str]]]:
     server.start()
     host, port = server.get_host_and_port()
     options = {**CREDENTIALS, "fs.s3.endpoint": f"http://{host}:{port}"}
-    filesystem = pafs.S3FileSystem(access_key="testing", secret_key="testing",
-                                   region="us-east-1", endpoint_override=f"{host}:{port}",
-                                   scheme="http", allow_bucket_creation=True)
+    filesystem = pafs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        allow_bucket_creation=True,
+    )
     filesystem.create_dir(BUCKET)
     try:
         yield filesystem, options
@@ -38,10 +46,15 @@ def s3() -> Iterator[tuple[pafs.S3FileSystem, dict[str, str]]]:
 @pytest.fixture(scope="module")
 def uploaded(s3, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
     filesystem, _ = s3
-    root = write_sample_log_dir(tmp_path_factory.mktemp("s3-src"), records_per_partition=400,
-                                segment_bytes=32 * 1024)
-    pafs.copy_files(str(root), f"{BUCKET}/logs", source_filesystem=pafs.LocalFileSystem(),
-                    destination_filesystem=filesystem)
+    root = write_sample_log_dir(
+        tmp_path_factory.mktemp("s3-src"), records_per_partition=400, segment_bytes=32 * 1024
+    )
+    pafs.copy_files(
+        str(root),
+        f"{BUCKET}/logs",
+        source_filesystem=pafs.LocalFileSystem(),
+        destination_filesystem=filesystem,
+    )
     return root
 
 
@@ -54,8 +67,11 @@ def _without_segment(table):  # type: ignore[no-untyped-def]
     [
         {},
         {"includeHeaders": True, "includeMetadata": True},
-        {"subscribe": "orders", "isolationLevel": "read_committed",
-         "startingOffsets": '{"orders":{"0":50,"1":120}}'},
+        {
+            "subscribe": "orders",
+            "isolationLevel": "read_committed",
+            "startingOffsets": '{"orders":{"0":50,"1":120}}',
+        },
         {"iteration": "shallow", "maxBytesPerPartition": 4096},
         {"startingTimestamp": 1_700_000_002_000, "subscribe": "metrics-v1"},
     ],

@@ -44,9 +44,13 @@ def entries(log: Path) -> list[dict[str, int]]:
     table = scan_entries(data)
     assert table.valid_bytes == len(data), f"{log} does not frame completely"
     out = []
-    for p, magic, last, max_ts in zip(table.positions.tolist(), table.magics.tolist(),
-                                      table.last_offsets.tolist(),
-                                      table.max_timestamps.tolist(), strict=True):
+    for p, magic, last, max_ts in zip(
+        table.positions.tolist(),
+        table.magics.tolist(),
+        table.last_offsets.tolist(),
+        table.max_timestamps.tolist(),
+        strict=True,
+    ):
         control = False
         if magic == 2:
             first = int.from_bytes(data[p : p + 8], "big", signed=True)
@@ -54,13 +58,22 @@ def entries(log: Path) -> list[dict[str, int]]:
         else:
             message = decode_legacy_message(data, p)
             first = expand_wrapper(message)[0].offset if message.compression else message.offset
-        out.append({"position": p, "first": first, "last": last, "max_ts": max_ts,
-                    "magic": magic, "control": control})
+        out.append(
+            {
+                "position": p,
+                "first": first,
+                "last": last,
+                "max_ts": max_ts,
+                "magic": magic,
+                "control": control,
+            }
+        )
     return out
 
 
-def expected_indexes(batches: list[dict[str, int]], base: int,
-                     interval: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def expected_indexes(
+    batches: list[dict[str, int]], base: int, interval: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The .index/.timeindex a broker's segment recovery (2.0+/3.8+) builds, written naively:
     an offset entry (batch last offset, batch position) once more than ``interval`` bytes lie
     between the previous entry and the batch; a time entry (max timestamp so far, last offset of
@@ -105,14 +118,20 @@ def test_log_dir_looks_like_a_brokers(sample_dir: Path) -> None:
     assert "cluster.id=" in (sample_dir / "meta.properties").read_text()
     assert (sample_dir / "log-start-offset-checkpoint").read_text() == "0\n0\n"
     orders0 = {p.name for p in (sample_dir / "orders-0").iterdir()}
-    assert {"00000000000000099999.log.deleted", "leader-epoch-checkpoint", "partition.metadata",
-            "00000000000000000000.snapshot"} <= orders0
+    assert {
+        "00000000000000099999.log.deleted",
+        "leader-epoch-checkpoint",
+        "partition.metadata",
+        "00000000000000000000.snapshot",
+    } <= orders0
 
 
-@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint",
-                                  "replication-offset-checkpoint"])
-def test_checkpoints_name_every_partition_at_its_end(sample_dir: Path, sample_table: pa.Table,
-                                                     name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["recovery-point-offset-checkpoint", "replication-offset-checkpoint"]
+)
+def test_checkpoints_name_every_partition_at_its_end(
+    sample_dir: Path, sample_table: pa.Table, name: str
+) -> None:
     lines = (sample_dir / name).read_text().splitlines()
     assert lines[0] == "0"
     assert int(lines[1]) == len(lines) - 2 == len(PARTITION_DIRS)
@@ -157,11 +176,15 @@ def test_everything_decodes(sample_dir: Path, sample_table: pa.Table) -> None:
     # sample_table was read with FAILFAST and checksum verification on
     for name in PARTITION_DIRS:
         topic, _, partition = name.rpartition("-")
-        rows = sample_table.filter(pc.and_(pc.equal(sample_table.column("topic"), topic),
-                                           pc.equal(sample_table.column("partition"),
-                                                    int(partition))))
-        markers = {b["last"] for log in logs_of(sample_dir / name) for b in entries(log)
-                   if b["control"]}
+        rows = sample_table.filter(
+            pc.and_(
+                pc.equal(sample_table.column("topic"), topic),
+                pc.equal(sample_table.column("partition"), int(partition)),
+            )
+        )
+        markers = {
+            b["last"] for log in logs_of(sample_dir / name) for b in entries(log) if b["control"]
+        }
         assert rows.column("offset").to_pylist() == sorted(set(range(RECORDS)) - markers)
         assert len(markers) == (2 if topic == "orders" else 0)
 
@@ -194,28 +217,35 @@ def test_aborted_transaction_is_in_the_txnindex(sample_dir: Path, sample_table: 
         here = int(txn_files[0].name[:20])
         following = [b for b in bases if b > here]
         assert here <= aborted.last_offset < (following[0] if following else RECORDS)
-        markers = {b["last"]: b for log in logs_of(directory) for b in entries(log)
-                   if b["control"]}
+        markers = {b["last"]: b for log in logs_of(directory) for b in entries(log) if b["control"]}
         assert aborted.last_offset in markers
-        rows = sample_table.filter(pc.and_(pc.equal(sample_table.column("topic"), "orders"),
-                                           pc.equal(sample_table.column("partition"),
-                                                    partition)))
-        in_txn = rows.filter(pc.and_(pc.greater_equal(rows.column("offset"),
-                                                      aborted.first_offset),
-                                     pc.less(rows.column("offset"), aborted.last_offset)))
+        rows = sample_table.filter(
+            pc.and_(
+                pc.equal(sample_table.column("topic"), "orders"),
+                pc.equal(sample_table.column("partition"), partition),
+            )
+        )
+        in_txn = rows.filter(
+            pc.and_(
+                pc.greater_equal(rows.column("offset"), aborted.first_offset),
+                pc.less(rows.column("offset"), aborted.last_offset),
+            )
+        )
         assert in_txn.num_rows == aborted.last_offset - aborted.first_offset
         assert all(in_txn.column("isTransactional").to_pylist())
         assert set(in_txn.column("producerId").to_pylist()) == {4242}
 
 
 def test_same_seed_same_data(sample_dir: Path, sample_table: pa.Table, tmp_path: Path) -> None:
-    again = write_sample_log_dir(tmp_path / "again", records_per_partition=RECORDS,
-                                 segment_bytes=SEGMENT_BYTES)
+    again = write_sample_log_dir(
+        tmp_path / "again", records_per_partition=RECORDS, segment_bytes=SEGMENT_BYTES
+    )
     table = read_table(str(again), includeHeaders=True, includeMetadata=True)
     assert table.drop_columns(["segment"]).equals(sample_table.drop_columns(["segment"]))
     for name in PARTITION_DIRS:
-        assert [p.name for p in logs_of(again / name)] == [p.name for p in
-                                                           logs_of(sample_dir / name)]
+        assert [p.name for p in logs_of(again / name)] == [
+            p.name for p in logs_of(sample_dir / name)
+        ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,14 +303,17 @@ def test_indexes_follow_the_invariants(sample_dir: Path) -> None:
 def test_indexes_are_what_recovery_would_build(sample_dir: Path) -> None:
     for log, _ in segments(sample_dir):
         base = int(log.name[:20])
-        offset_entries, time_entries = expected_indexes(entries(log), base,
-                                                        INDEX_INTERVAL_BYTES)
+        offset_entries, time_entries = expected_indexes(entries(log), base, INDEX_INTERVAL_BYTES)
         index = parse_offset_index(log.with_suffix(".index").read_bytes(), base)
         tindex = parse_time_index(log.with_suffix(".timeindex").read_bytes(), base)
-        assert list(zip(index.offsets.tolist(), index.positions.tolist(),
-                        strict=True)) == offset_entries, log
-        assert list(zip(tindex.timestamps.tolist(), tindex.offsets.tolist(),
-                        strict=True)) == time_entries, log
+        assert (
+            list(zip(index.offsets.tolist(), index.positions.tolist(), strict=True))
+            == offset_entries
+        ), log
+        assert (
+            list(zip(tindex.timestamps.tolist(), tindex.offsets.tolist(), strict=True))
+            == time_entries
+        ), log
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,8 +327,9 @@ def batch(first: int, timestamps: list[int]) -> tuple[bytes, int]:
 
 
 def test_partition_writer_rolls_by_size(tmp_path: Path) -> None:
-    writer = PartitionWriter(tmp_path / "w-0", segment_bytes=400, index_interval_bytes=100,
-                             next_offset=100)
+    writer = PartitionWriter(
+        tmp_path / "w-0", segment_bytes=400, index_interval_bytes=100, next_offset=100
+    )
     written = []
     for i in range(12):
         entry, last = batch(writer.next_offset, [1000 + i, 990 + i, 1005 + i])
@@ -314,10 +348,14 @@ def test_partition_writer_rolls_by_size(tmp_path: Path) -> None:
         offset_entries, time_entries = expected_indexes(entries(log), base, 100)
         index = parse_offset_index(log.with_suffix(".index").read_bytes(), base)
         tindex = parse_time_index(log.with_suffix(".timeindex").read_bytes(), base)
-        assert list(zip(index.offsets.tolist(), index.positions.tolist(),
-                        strict=True)) == offset_entries
-        assert list(zip(tindex.timestamps.tolist(), tindex.offsets.tolist(),
-                        strict=True)) == time_entries
+        assert (
+            list(zip(index.offsets.tolist(), index.positions.tolist(), strict=True))
+            == offset_entries
+        )
+        assert (
+            list(zip(tindex.timestamps.tolist(), tindex.offsets.tolist(), strict=True))
+            == time_entries
+        )
     assert writer.next_offset == 136
     table = read_table(str(tmp_path / "w-0"))
     assert table.column("offset").to_pylist() == list(range(100, 136))
@@ -334,4 +372,5 @@ def test_partition_writer_txnindex(make_partition: Callable[..., Any]) -> None:
     raw = txn_file.read_bytes()
     assert raw == struct.pack(">hqqqq", 0, 9, 0, 2, 3)
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in parse_txn_index(raw)] == [
-        (9, 0, 2)]
+        (9, 0, 2)
+    ]

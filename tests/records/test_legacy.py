@@ -157,9 +157,8 @@ WRAPPER1 = (
 
 # magic-0 snappy wrapper: inner offsets are absolute (200, 201); wrapper offset 201
 INNER0_CRCS = (901026546, 130470128)
-INNER0 = (
-    _entry(200, _message_body(0, 0, None, None, b"x"), INNER0_CRCS[0])
-    + _entry(201, _message_body(0, 0, None, b"k", b"yz"), INNER0_CRCS[1])
+INNER0 = _entry(200, _message_body(0, 0, None, None, b"x"), INNER0_CRCS[0]) + _entry(
+    201, _message_body(0, 0, None, b"k", b"yz"), INNER0_CRCS[1]
 )
 WRAPPER0_CRC = 1292586107
 WRAPPER0_PAYLOAD = xerial_literal(INNER0)
@@ -185,8 +184,14 @@ def test_golden_crcs_are_crc32_of_magic_to_end() -> None:
 
 def test_magic0_golden() -> None:
     assert decode_legacy_message(MAGIC0, 0) == LegacyMessage(
-        offset=5, magic=0, crc=MAGIC0_CRC, attributes=0, timestamp=-1, key=b"key",
-        value=b"value", size=22,
+        offset=5,
+        magic=0,
+        crc=MAGIC0_CRC,
+        attributes=0,
+        timestamp=-1,
+        key=b"key",
+        value=b"value",
+        size=22,
     )
     message = decode_legacy_message(MAGIC0, 0)
     assert message.timestamp_type == -1
@@ -196,8 +201,14 @@ def test_magic0_golden() -> None:
 def test_magic1_golden() -> None:
     message = decode_legacy_message(MAGIC1, 0)
     assert message == LegacyMessage(
-        offset=7, magic=1, crc=MAGIC1_CRC, attributes=0, timestamp=1_700_000_000_000, key=None,
-        value=b"hello", size=27,
+        offset=7,
+        magic=1,
+        crc=MAGIC1_CRC,
+        attributes=0,
+        timestamp=1_700_000_000_000,
+        key=None,
+        value=b"hello",
+        size=27,
     )
     assert message.timestamp_type == 0
     assert message.compression is CompressionType.NONE
@@ -212,16 +223,25 @@ def test_consecutive_entries_decode_at_their_positions() -> None:
 
 def test_builder_matches_golden_uncompressed_messages() -> None:
     assert encode_legacy_message(offset=5, magic=0, key=b"key", value=b"value") == MAGIC0
-    assert encode_legacy_message(
-        offset=7, magic=1, key=None, value=b"hello", timestamp=1_700_000_000_000
-    ) == MAGIC1
+    assert (
+        encode_legacy_message(
+            offset=7, magic=1, key=None, value=b"hello", timestamp=1_700_000_000_000
+        )
+        == MAGIC1
+    )
 
 
 def test_magic1_gzip_wrapper_golden() -> None:
     wrapper = decode_legacy_message(WRAPPER1, 0)
     assert wrapper == LegacyMessage(
-        offset=102, magic=1, crc=WRAPPER1_CRC, attributes=GZIP, timestamp=1002, key=None,
-        value=WRAPPER1_PAYLOAD, size=22 + len(WRAPPER1_PAYLOAD),
+        offset=102,
+        magic=1,
+        crc=WRAPPER1_CRC,
+        attributes=GZIP,
+        timestamp=1002,
+        key=None,
+        value=WRAPPER1_PAYLOAD,
+        size=22 + len(WRAPPER1_PAYLOAD),
     )
     assert wrapper.compression is CompressionType.GZIP
     inner = list(iter_inner_messages(wrapper))
@@ -245,7 +265,11 @@ def test_builder_magic1_wrapper_matches_golden_inner_entries() -> None:
         encode_legacy_wrapper(specs, last_offset=102, magic=1, compression=GZIP), 0
     )
     assert (built.offset, built.magic, built.attributes, built.timestamp, built.key) == (
-        102, 1, GZIP, 1002, None,
+        102,
+        1,
+        GZIP,
+        1002,
+        None,
     )
     assert built.value is not None
     assert decompress(GZIP, built.value, magic=1) == INNER1
@@ -254,8 +278,14 @@ def test_builder_magic1_wrapper_matches_golden_inner_entries() -> None:
 def test_magic0_snappy_wrapper_golden() -> None:
     wrapper = decode_legacy_message(WRAPPER0, 0)
     assert wrapper == LegacyMessage(
-        offset=201, magic=0, crc=WRAPPER0_CRC, attributes=SNAPPY, timestamp=-1, key=None,
-        value=WRAPPER0_PAYLOAD, size=14 + len(WRAPPER0_PAYLOAD),
+        offset=201,
+        magic=0,
+        crc=WRAPPER0_CRC,
+        attributes=SNAPPY,
+        timestamp=-1,
+        key=None,
+        value=WRAPPER0_PAYLOAD,
+        size=14 + len(WRAPPER0_PAYLOAD),
     )
     inner = list(iter_inner_messages(wrapper))
     assert [(m.offset, m.magic, m.timestamp, m.timestamp_type, m.key, m.value) for m in inner] == [
@@ -343,8 +373,7 @@ def test_offsets_follow_the_wrapper_magic_when_inner_magic_differs() -> None:
 
 
 def test_log_append_time_wrapper_stamps_inner_messages() -> None:
-    wrapper = _wrapper(_inner_v1(0, 1, timestamps=(10, 20)), 8, timestamp=777,
-                       log_append_time=True)
+    wrapper = _wrapper(_inner_v1(0, 1, timestamps=(10, 20)), 8, timestamp=777, log_append_time=True)
     assert wrapper.timestamp_type == 1
     inner = list(iter_inner_messages(wrapper))
     assert [(m.offset, m.timestamp, m.timestamp_type) for m in inner] == [(7, 777, 1), (8, 777, 1)]

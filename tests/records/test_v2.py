@@ -87,12 +87,24 @@ def _batch(
     leader_epoch: int = -1,
 ) -> bytes:
     """A magic-2 batch with a correct CRC-32C over [21, end)."""
-    tail = struct.pack(
-        ">hiqqqhii", attributes, last_offset_delta, base_ts, max_ts, producer_id,
-        producer_epoch, base_sequence, count,
-    ) + records
-    return struct.pack(">qiibI", base_offset, 49 + len(records), leader_epoch, 2,
-                       crc32c.crc32c(tail)) + tail
+    tail = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            last_offset_delta,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+        + records
+    )
+    return (
+        struct.pack(">qiibI", base_offset, 49 + len(records), leader_epoch, 2, crc32c.crc32c(tail))
+        + tail
+    )
 
 
 def _decode(batch: bytes) -> list[Record]:
@@ -110,11 +122,18 @@ RECORD0 = (
     b"\x00"  # attributes
     b"\x00"  # timestampDelta varlong 0
     b"\x00"  # offsetDelta varint 0
-    b"\x04" b"k0"  # keyLength 2, key
-    b"\x04" b"v0"  # valueLength 2, value
+    b"\x04"
+    b"k0"  # keyLength 2, key
+    b"\x04"
+    b"v0"  # valueLength 2, value
     b"\x04"  # headerCount 2
-    b"\x04" b"h1" b"\x02" b"x"  # header key "h1", value b"x"
-    b"\x04" b"h2" b"\x01"  # header key "h2", null value (-1)
+    b"\x04"
+    b"h1"
+    b"\x02"
+    b"x"  # header key "h1", value b"x"
+    b"\x04"
+    b"h2"
+    b"\x01"  # header key "h2", null value (-1)
 )
 RECORD1 = (
     b"\x16"  # length varint: 11 bytes follow
@@ -124,7 +143,10 @@ RECORD1 = (
     b"\x01"  # keyLength -1: null key
     b"\x00"  # valueLength 0: empty, not null
     b"\x02"  # headerCount 1
-    b"\x04" b"h1" b"\x02" b"y"  # repeated header key "h1", value b"y"
+    b"\x04"
+    b"h1"
+    b"\x02"
+    b"y"  # repeated header key "h1", value b"y"
 )
 GOLDEN_CRC = 408049494
 GOLDEN = (
@@ -155,8 +177,12 @@ CONTROL_RECORD = (
     b"\x00"  # attributes
     b"\x00"  # timestampDelta 0
     b"\x00"  # offsetDelta 0
-    b"\x08" b"\x00\x00" b"\x00\x01"  # keyLength 4: int16 version 0, int16 type 1 (COMMIT)
-    b"\x0c" b"\x00\x00" b"\x00\x00\x00\x05"  # valueLength 6: int16 version 0, int32 epoch 5
+    b"\x08"
+    b"\x00\x00"
+    b"\x00\x01"  # keyLength 4: int16 version 0, int16 type 1 (COMMIT)
+    b"\x0c"
+    b"\x00\x00"
+    b"\x00\x00\x00\x05"  # valueLength 6: int16 version 0, int32 epoch 5
     b"\x00"  # headerCount 0
 )
 CONTROL_CRC = 4003502810
@@ -188,16 +214,28 @@ def test_golden_crcs_are_crc32c_from_attributes_to_end() -> None:
 def test_golden_header() -> None:
     header = decode_batch_header(GOLDEN)
     assert header == BatchHeader(
-        base_offset=1000, batch_length=81, leader_epoch=7, magic=2, crc=GOLDEN_CRC,
-        attributes=0, last_offset_delta=1, base_timestamp=TS, max_timestamp=TS, producer_id=42,
-        producer_epoch=3, base_sequence=10, record_count=2,
+        base_offset=1000,
+        batch_length=81,
+        leader_epoch=7,
+        magic=2,
+        crc=GOLDEN_CRC,
+        attributes=0,
+        last_offset_delta=1,
+        base_timestamp=TS,
+        max_timestamp=TS,
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=10,
+        record_count=2,
     )
     assert header.last_offset == 1001
     assert header.size_in_bytes == len(GOLDEN)
     assert header.compression is CompressionType.NONE
     assert header.timestamp_type == 0
     assert (header.is_transactional, header.is_control, header.has_delete_horizon) == (
-        False, False, False,
+        False,
+        False,
+        False,
     )
 
 
@@ -216,11 +254,14 @@ def test_header_decodes_at_a_position() -> None:
 def test_builder_matches_golden_batch() -> None:
     built = encode_batch(
         [
-            RecordSpec(value=b"v0", key=b"k0", timestamp=TS,
-                       headers=(("h1", b"x"), ("h2", None))),
+            RecordSpec(value=b"v0", key=b"k0", timestamp=TS, headers=(("h1", b"x"), ("h2", None))),
             RecordSpec(value=b"", key=None, timestamp=TS - 5, headers=(("h1", b"y"),)),
         ],
-        base_offset=1000, producer_id=42, producer_epoch=3, base_sequence=10, leader_epoch=7,
+        base_offset=1000,
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=10,
+        leader_epoch=7,
     )
     assert built == GOLDEN
 
@@ -237,7 +278,11 @@ def test_golden_control_batch() -> None:
 
 def test_builder_matches_golden_control_batch() -> None:
     built = encode_control_batch(
-        offset=2000, commit=True, producer_id=42, producer_epoch=3, timestamp=TS,
+        offset=2000,
+        commit=True,
+        producer_id=42,
+        producer_epoch=3,
+        timestamp=TS,
         coordinator_epoch=5,
     )
     assert built == CONTROL
@@ -248,12 +293,14 @@ def test_gzip_records_section() -> None:
     section = RECORD0 + RECORD1
     stored = (
         b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # gzip header, MTIME 0
-        + b"\x01" + struct.pack("<HH", len(section), len(section) ^ 0xFFFF)  # stored block
+        + b"\x01"
+        + struct.pack("<HH", len(section), len(section) ^ 0xFFFF)  # stored block
         + section
         + struct.pack("<II", zlib.crc32(section), len(section))  # CRC32, ISIZE
     )
-    batch = _batch(stored, count=2, last_offset_delta=1, base_offset=1000, attributes=1,
-                   base_ts=TS, max_ts=TS)
+    batch = _batch(
+        stored, count=2, last_offset_delta=1, base_offset=1000, attributes=1, base_ts=TS, max_ts=TS
+    )
     assert decode_batch_header(batch).compression is CompressionType.GZIP
     assert _decode(batch) == GOLDEN_RECORDS
 
@@ -262,11 +309,14 @@ def test_gzip_records_section() -> None:
 def test_builder_compressed_section_matches_golden_records(codec: int) -> None:
     built = encode_batch(
         [
-            RecordSpec(value=b"v0", key=b"k0", timestamp=TS,
-                       headers=(("h1", b"x"), ("h2", None))),
+            RecordSpec(value=b"v0", key=b"k0", timestamp=TS, headers=(("h1", b"x"), ("h2", None))),
             RecordSpec(value=b"", key=None, timestamp=TS - 5, headers=(("h1", b"y"),)),
         ],
-        base_offset=1000, producer_id=42, producer_epoch=3, base_sequence=10, leader_epoch=7,
+        base_offset=1000,
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=10,
+        leader_epoch=7,
         compression=codec,
     )
     header = decode_batch_header(built)
@@ -281,12 +331,21 @@ def test_builder_compressed_section_matches_golden_records(codec: int) -> None:
 
 def test_log_append_time_uses_max_timestamp_for_every_record() -> None:
     records = _record(0, ts_delta=3) + _record(1, ts_delta=-7) + _record(2, ts_delta=0)
-    batch = _batch(records, count=3, last_offset_delta=2, base_offset=50, attributes=0x08,
-                   base_ts=TS, max_ts=TS + 99_000)
+    batch = _batch(
+        records,
+        count=3,
+        last_offset_delta=2,
+        base_offset=50,
+        attributes=0x08,
+        base_ts=TS,
+        max_ts=TS + 99_000,
+    )
     header = decode_batch_header(batch)
     assert header.timestamp_type == 1
     assert [(r.offset, r.timestamp, r.timestamp_type) for r in _decode(batch)] == [
-        (50, TS + 99_000, 1), (51, TS + 99_000, 1), (52, TS + 99_000, 1),
+        (50, TS + 99_000, 1),
+        (51, TS + 99_000, 1),
+        (52, TS + 99_000, 1),
     ]
 
 
@@ -294,7 +353,9 @@ def test_create_time_is_base_plus_delta_including_negative_deltas() -> None:
     records = _record(0, ts_delta=0) + _record(1, ts_delta=-1000) + _record(2, ts_delta=250)
     batch = _batch(records, count=3, last_offset_delta=2, base_ts=TS, max_ts=TS + 250)
     assert [(r.timestamp, r.timestamp_type) for r in _decode(batch)] == [
-        (TS, 0), (TS - 1000, 0), (TS + 250, 0),
+        (TS, 0),
+        (TS - 1000, 0),
+        (TS + 250, 0),
     ]
 
 
@@ -302,8 +363,9 @@ def test_delete_horizon_base_timestamp_is_rebased() -> None:
     # The cleaner stores the delete horizon in baseTimestamp and re-bases the deltas on it.
     horizon = TS + 86_400_000
     records = _record(0, ts_delta=-86_400_000) + _record(4, ts_delta=-86_000_000)
-    batch = _batch(records, count=2, last_offset_delta=4, attributes=0x40, base_ts=horizon,
-                   max_ts=TS + 400_000)
+    batch = _batch(
+        records, count=2, last_offset_delta=4, attributes=0x40, base_ts=horizon, max_ts=TS + 400_000
+    )
     header = decode_batch_header(batch)
     assert header.has_delete_horizon
     assert header.timestamp_type == 0
@@ -327,31 +389,46 @@ def test_attribute_bits() -> None:
         (0x08, (False, False, False, 1)),
         (0x7B, (True, True, True, 1)),
     ]:
-        header = decode_batch_header(_batch(b"", count=0, last_offset_delta=0,
-                                            attributes=attributes))
-        assert (header.is_transactional, header.is_control, header.has_delete_horizon,
-                header.timestamp_type) == expected
+        header = decode_batch_header(
+            _batch(b"", count=0, last_offset_delta=0, attributes=attributes)
+        )
+        assert (
+            header.is_transactional,
+            header.is_control,
+            header.has_delete_horizon,
+            header.timestamp_type,
+        ) == expected
 
 
 def test_high_attribute_byte_is_ignored() -> None:
     header = decode_batch_header(_batch(b"", count=0, last_offset_delta=0, attributes=0x7F00))
     assert header.compression is CompressionType.NONE
     assert (header.is_transactional, header.is_control, header.timestamp_type) == (
-        False, False, 0,
+        False,
+        False,
+        0,
     )
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
 def test_unknown_codec_id_is_unsupported(codec: int) -> None:
-    header = decode_batch_header(_batch(_record(0), count=1, last_offset_delta=0,
-                                        attributes=codec))
+    header = decode_batch_header(_batch(_record(0), count=1, last_offset_delta=0, attributes=codec))
     with pytest.raises(UnsupportedFormatError, match=f"codec id {codec}"):
         header.compression  # noqa: B018
 
 
 def test_empty_batch_after_compaction() -> None:
-    batch = _batch(b"", count=0, last_offset_delta=4, base_offset=10, base_ts=-1,
-                   max_ts=TS, producer_id=7, producer_epoch=0, base_sequence=3)
+    batch = _batch(
+        b"",
+        count=0,
+        last_offset_delta=4,
+        base_offset=10,
+        base_ts=-1,
+        max_ts=TS,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=3,
+    )
     assert len(batch) == 61
     header = decode_batch_header(batch)
     assert (header.batch_length, header.record_count, header.last_offset) == (49, 0, 14)
@@ -403,9 +480,7 @@ def test_header_negative_last_offset_delta() -> None:
 # --- structural lies in the records section (FORMAT §4.4, §8 rows 5 and 7) ---------------------
 
 
-def _records_error(
-    records: bytes, count: int, last_offset_delta: int, match: str | None
-) -> None:
+def _records_error(records: bytes, count: int, last_offset_delta: int, match: str | None) -> None:
     batch = _batch(records, count=count, last_offset_delta=last_offset_delta)
     with pytest.raises(CorruptSegmentError, match=match):
         _decode(batch)
@@ -516,8 +591,12 @@ def test_truncated_records_section() -> None:
         (b"\x00\x00\x00\x63", None, ControlMarker(0, 99, None), "UNKNOWN"),
         (b"\x00\x00\xff\xff", None, ControlMarker(0, -1, None), "UNKNOWN"),
         # version > 0 is read as version 0; extra key/value bytes are ignored
-        (b"\x00\x03\x00\x01\xaa", b"\x00\x02\x00\x00\x00\x09\xbb", ControlMarker(3, 1, 9),
-         "COMMIT"),
+        (
+            b"\x00\x03\x00\x01\xaa",
+            b"\x00\x02\x00\x00\x00\x09\xbb",
+            ControlMarker(3, 1, 9),
+            "COMMIT",
+        ),
     ],
 )
 def test_control_marker_parse(

@@ -91,9 +91,7 @@ def test_varint_table(encoded: bytes, value: int) -> None:
     assert size_of_varint(value) == len(encoded)
 
 
-@pytest.mark.parametrize(
-    ("encoded", "value"), VARLONG_CASES, ids=[_ids(c) for c in VARLONG_CASES]
-)
+@pytest.mark.parametrize(("encoded", "value"), VARLONG_CASES, ids=[_ids(c) for c in VARLONG_CASES])
 def test_varlong_table(encoded: bytes, value: int) -> None:
     assert encode_varlong(value) == encoded
     assert decode_varlong(encoded, 0) == (value, len(encoded))
@@ -204,9 +202,7 @@ def test_kernel_varint_table(encoded: bytes, value: int) -> None:
     assert K._varint(buf, 1, len(encoded) + 1) == (value, len(encoded) + 1)
 
 
-@pytest.mark.parametrize(
-    ("encoded", "value"), VARLONG_CASES, ids=[_ids(c) for c in VARLONG_CASES]
-)
+@pytest.mark.parametrize(("encoded", "value"), VARLONG_CASES, ids=[_ids(c) for c in VARLONG_CASES])
 def test_kernel_varlong_table(encoded: bytes, value: int) -> None:
     buf = _arr(encoded)
     assert K._varlong(buf, 0, len(encoded)) == (value, len(encoded))

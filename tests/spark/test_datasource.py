@@ -13,8 +13,9 @@ from kafka_segments_ds.samples import write_sample_log_dir
 
 @pytest.fixture(scope="module")
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_sample_log_dir(tmp_path_factory.mktemp("spark-logs"),
-                                records_per_partition=600, segment_bytes=16 * 1024)
+    return write_sample_log_dir(
+        tmp_path_factory.mktemp("spark-logs"), records_per_partition=600, segment_bytes=16 * 1024
+    )
 
 
 def _rows_from_spark(df) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -45,8 +46,11 @@ def _rows_from_table(table: pa.Table) -> list[dict]:
         {"includeHeaders": "true", "includeMetadata": "true"},
         {"iteration": "shallow", "includeMetadata": "true"},
         {"isolationLevel": "read_committed", "subscribe": "orders"},
-        {"startingOffsets": '{"orders":{"0":100,"1":200}}',
-         "endingOffsets": '{"orders":{"0":150,"1":-1}}', "subscribe": "orders"},
+        {
+            "startingOffsets": '{"orders":{"0":100,"1":200}}',
+            "endingOffsets": '{"orders":{"0":150,"1":-1}}',
+            "subscribe": "orders",
+        },
         {"subscribePattern": "legacy.*"},
     ],
     ids=["default", "headers+metadata", "shallow", "read_committed", "offsets", "pattern"],
@@ -78,34 +82,52 @@ def test_where_filters_are_exact_and_do_not_leak_between_queries(spark, log_dir:
 
 
 def test_user_schema_projects_columns(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    df = (spark.read.format("kafkasegments").schema("offset bigint, value binary, topic string")
-          .option("subscribe", "metrics-v1").load(str(log_dir)))
+    df = (
+        spark.read.format("kafkasegments")
+        .schema("offset bigint, value binary, topic string")
+        .option("subscribe", "metrics-v1")
+        .load(str(log_dir))
+    )
     assert df.columns == ["offset", "value", "topic"]
-    expected = ksd.read_table(str(log_dir), columns=["offset", "value", "topic"],
-                              subscribe="metrics-v1")
+    expected = ksd.read_table(
+        str(log_dir), columns=["offset", "value", "topic"], subscribe="metrics-v1"
+    )
     got = sorted((r.offset, bytes(r.value), r.topic) for r in df.collect())
-    assert got == sorted(zip(expected["offset"].to_pylist(), expected["value"].to_pylist(),
-                             expected["topic"].to_pylist()))
+    assert got == sorted(
+        zip(
+            expected["offset"].to_pylist(),
+            expected["value"].to_pylist(),
+            expected["topic"].to_pylist(),
+            strict=False,
+        )
+    )
 
 
 def test_unknown_column_in_user_schema_is_a_clear_error(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    df = spark.read.format("kafkasegments").schema("offset bigint, nope string").load(
-        str(log_dir))
-    with pytest.raises(Exception, match="unknown column.*nope"):
+    df = spark.read.format("kafkasegments").schema("offset bigint, nope string").load(str(log_dir))
+    with pytest.raises(Exception, match=r"unknown column.*nope"):
         df.collect()
 
 
 def test_bad_option_is_a_clear_error(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(Exception, match="InvalidOptionError|iteration must be one of"):
+    with pytest.raises(Exception, match=r"InvalidOptionError|iteration must be one of"):
         spark.read.format("kafkasegments").option("iteration", "sideways").load(
-            str(log_dir)).collect()
+            str(log_dir)
+        ).collect()
 
 
 def test_empty_directory_gives_empty_dataframe_with_schema(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty-0").mkdir()
     df = spark.read.format("kafkasegments").load(str(tmp_path))
-    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp",
-                          "timestampType"]
+    assert df.columns == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+    ]
     assert df.count() == 0
 
 
@@ -119,7 +141,7 @@ def test_corrupt_data_reaches_the_driver_under_our_error_name(spark, tmp_path: P
     bad[-1] ^= 0xFF
     (part / "00000000000000000000.log").write_bytes(good + bytes(bad))
     df = spark.read.format("kafkasegments").load(str(part))
-    with pytest.raises(Exception, match=r"ChecksumError.*byte position %d.*offset 1" % len(good)):
+    with pytest.raises(Exception, match=rf"ChecksumError.*byte position {len(good)}.*offset 1"):
         df.collect()
     dropped = spark.read.format("kafkasegments").option("mode", "DROPMALFORMED").load(str(part))
     assert [r.offset for r in dropped.collect()] == [0]
@@ -133,17 +155,30 @@ def test_reads_from_s3_with_credentials_as_options(spark, log_dir: Path) -> None
     server.start()
     try:
         host, port = server.get_host_and_port()
-        s3 = pafs.S3FileSystem(access_key="k", secret_key="s", region="us-east-1",
-                               endpoint_override=f"{host}:{port}", scheme="http",
-                               allow_bucket_creation=True)
+        s3 = pafs.S3FileSystem(
+            access_key="k",
+            secret_key="s",
+            region="us-east-1",
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            allow_bucket_creation=True,
+        )
         s3.create_dir("lake")
-        pafs.copy_files(str(log_dir), "lake/kafka", source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=s3)
-        df = (spark.read.format("kafkasegments")
-              .option("fs.s3.endpoint", f"http://{host}:{port}")
-              .option("fs.s3.accessKey", "k").option("fs.s3.secretKey", "s")
-              .option("fs.s3.region", "us-east-1").option("subscribe", "orders")
-              .load("s3://lake/kafka"))
+        pafs.copy_files(
+            str(log_dir),
+            "lake/kafka",
+            source_filesystem=pafs.LocalFileSystem(),
+            destination_filesystem=s3,
+        )
+        df = (
+            spark.read.format("kafkasegments")
+            .option("fs.s3.endpoint", f"http://{host}:{port}")
+            .option("fs.s3.accessKey", "k")
+            .option("fs.s3.secretKey", "s")
+            .option("fs.s3.region", "us-east-1")
+            .option("subscribe", "orders")
+            .load("s3://lake/kafka")
+        )
         expected = ksd.read_table(str(log_dir), subscribe="orders")
         assert _rows_from_spark(df) == _rows_from_table(expected)
     finally:
