@@ -6,6 +6,7 @@ Public API: :func:`read_table`, :func:`iter_batches`, :func:`register` and the e
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ def register(spark: Any) -> None:
 
 
 def iter_batches(
-    path: str | list[str], columns: list[str] | None = None, **options: Any
+    path: str | os.PathLike[str] | list[str], columns: list[str] | None = None, **options: Any
 ) -> Iterator[pa.RecordBatch]:
     """Stream the records under ``path`` as Arrow record batches of bounded size.
 
@@ -85,7 +86,9 @@ def iter_batches(
         yield from read_task(task, opts, cols)
 
 
-def read_table(path: str | list[str], columns: list[str] | None = None, **options: Any) -> pa.Table:
+def read_table(
+    path: str | os.PathLike[str] | list[str], columns: list[str] | None = None, **options: Any
+) -> pa.Table:
     """Read Kafka log segments into a :class:`pyarrow.Table`.
 
     Parameters

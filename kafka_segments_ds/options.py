@@ -200,7 +200,8 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
             f"found {', '.join(READ_OPTIONS[k] for k in selectors)}"
         )
     if (v := get("subscribe")) is not None:
-        topics = tuple(t.strip() for t in str(v).split(",") if t.strip())
+        names = v if isinstance(v, (list, tuple)) else str(v).split(",")
+        topics = tuple(str(t).strip() for t in names if str(t).strip())
         if not topics:
             raise InvalidOptionError("option subscribe names no topic")
         fields["subscribe"] = topics

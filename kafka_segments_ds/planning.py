@@ -7,7 +7,7 @@ timestamps to offsets (Kafka's offsets-for-times lookup) and, for read_committed
 
 from __future__ import annotations
 
-import itertools
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -59,14 +59,16 @@ class Plan:
 
 
 def plan_scan(
-    path: str | list[str] | tuple[str, ...],
+    path: str | os.PathLike[str] | list[str] | tuple[str, ...],
     options: ReadOptions,
     filesystem: pafs.FileSystem | None = None,
     pruning: Pruning | None = None,
 ) -> Plan:
     """Discover the segments under ``path`` and cut them into ScanTasks for ``options``."""
     pruning = pruning or Pruning()
-    paths = [path] if isinstance(path, str) else list(path)
+    paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [
+        os.fspath(p) for p in path
+    ]
     partitions: list[PartitionLog] = []
     for p in paths:
         fsys, root = (
@@ -306,9 +308,11 @@ def split_tasks(
                 end,
                 limit,
             )
-        edges = [task.start_position, *cuts, task.end_position]
+        starts = [task.start_position, *cuts]
+        ends: list[int | None] = [*cuts, task.end_position]
         out.extend(
-            replace(task, start_position=a, end_position=b) for a, b in itertools.pairwise(edges)
+            replace(task, start_position=a, end_position=b)
+            for a, b in zip(starts, ends, strict=True)
         )
     return out
 

@@ -1289,3 +1289,11 @@ def test_shallow_with_an_offset_range(sample_dir: Path, sample_table: pa.Table) 
     same(shallow, expected)
     assert offsets(shallow)[0] == l1
     assert offsets(shallow)[-1] == l2
+
+
+def test_paths_may_be_pathlike_and_subscribe_a_list(sample_dir) -> None:  # type: ignore[no-untyped-def]
+    import pathlib
+
+    as_path = read_table(pathlib.Path(sample_dir), subscribe=["orders"])
+    as_text = read_table(str(sample_dir), subscribe="orders")
+    assert as_path.equals(as_text) and as_path.num_rows > 0
