@@ -66,9 +66,9 @@ def plan_scan(
 ) -> Plan:
     """Discover the segments under ``path`` and cut them into ScanTasks for ``options``."""
     pruning = pruning or Pruning()
-    paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [
-        os.fspath(p) for p in path
-    ]
+    paths = (
+        [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+    )
     partitions: list[PartitionLog] = []
     for p in paths:
         fsys, root = (
@@ -259,7 +259,6 @@ def _segment_tasks(
                 end_offset=end_offset,
                 min_max_timestamp=min_timestamp,
                 aborted=seg_aborted,
-                is_last_segment=next_base is None,
                 next_base_offset=next_base,
                 filesystem=filesystem,
             )
@@ -424,7 +423,6 @@ def offset_for_timestamp(
             partition=part.partition,
             start_position=start_position,
             min_max_timestamp=target,
-            is_last_segment=next_base is None,
             next_base_offset=next_base,
             include_control=True,
         )

@@ -53,7 +53,6 @@ class ScanTask:
     end_offset: int | None = None
     min_max_timestamp: int | None = None
     aborted: tuple[tuple[int, int, int], ...] = ()
-    is_last_segment: bool = True
     next_base_offset: int | None = None  # offsets of this segment must stay below it
     # where the segment lives (pickles, so executors reopen it); None = resolve the path
     filesystem: pafs.FileSystem | None = None
@@ -223,7 +222,6 @@ class _TaskReader:
             source.size if task.end_position is None else min(task.end_position, source.size)
         )
         self.done = False
-        self.skipped_tail = 0
         self.decoder = WindowDecoder(
             options,
             TaskBounds(
@@ -349,7 +347,7 @@ class _TaskReader:
             )
             offset = int.from_bytes(self.source.read(position, 8).tobytes(), "big", signed=True)
             return self._fail(err, position, offset)
-        self.skipped_tail = self.file_end - position
+        skipped = self.file_end - position
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled tail from byte %d", self.source.path, position)
         else:
@@ -357,7 +355,7 @@ class _TaskReader:
                 "%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
                 self.source.path,
                 position,
-                self.skipped_tail,
+                skipped,
             )
         return None
 
@@ -375,7 +373,6 @@ class _TaskReader:
     def _bad_framing(self, position: int, outcome: int) -> int | None:
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled (preallocated) tail from byte %d", self.source.path, position)
-            self.skipped_tail = self.file_end - position
             return None
         head = self.source.read(position, 17)
         if head.shape[0] < 17:

@@ -116,14 +116,17 @@ def test_full_plan_has_one_task_per_segment(sample_dir: Path) -> None:
         assert task.end_offset is None
         assert task.aborted == ()
         assert Path(task.segment.path).parent.name == f"{task.topic}-{task.partition}"
-    last_flags = [t.is_last_segment for t in result.tasks]
+    last_flags = [t.next_base_offset is None for t in result.tasks]
     assert sum(last_flags) == len(SAMPLE_PARTITIONS)
     for i, task in enumerate(result.tasks):
         following = result.tasks[i + 1] if i + 1 < len(result.tasks) else None
-        assert task.is_last_segment == (
-            following is None
-            or (following.topic, following.partition) != (task.topic, task.partition)
-        )
+        if following is None or (following.topic, following.partition) != (
+            task.topic,
+            task.partition,
+        ):
+            assert task.next_base_offset is None
+        else:
+            assert task.next_base_offset == following.segment.base_offset
 
 
 def test_plan_and_tasks_pickle(sample_dir: Path) -> None:
@@ -391,3 +394,32 @@ def test_aborted_spans_from_markers_equal_the_txnindex(sample_dir: Path, tmp_pat
         ]
         assert [t.aborted for t in indexed.tasks] == [t.aborted for t in from_markers.tasks]
         assert any(t.aborted for t in indexed.tasks)
+
+
+def test_pruning_hints_skip_only_what_cannot_match(sample_dir: Path) -> None:
+    """planning.Pruning (the hook for engine filters): bounds narrow tasks, never rows."""
+    from kafka_segments_ds.planning import Pruning
+    from kafka_segments_ds.reader import read_task
+
+    options = parse_read_options()
+    full = read_table(str(sample_dir))
+    hints = Pruning(topics=frozenset({"orders"}), partitions=frozenset({1}), offset_low=100,
+                    offset_high=180)
+    got = plan_scan(str(sample_dir), options, pruning=hints)
+    assert {(t.topic, t.partition) for t in got.tasks} == {("orders", 1)}
+    rows = [b for t in got.tasks for b in read_task(t, options, ("offset",))]
+    offsets = sorted(o for b in rows for o in b.column(0).to_pylist())
+    expected = full.filter(pc.and_(pc.equal(full["topic"], "orders"),
+                                   pc.equal(full["partition"], 1)))["offset"].to_pylist()
+    assert offsets == [o for o in sorted(expected) if 100 <= o < 180]
+
+    metrics = full.filter(pc.equal(full["topic"], "metrics-v1"))
+    stamps = [t.timestamp() * 1000 for t in metrics["timestamp"].to_pylist()]
+    cutoff = int(sorted(stamps)[len(stamps) * 3 // 4])
+    timed = plan_scan(str(sample_dir), options,
+                      pruning=Pruning(topics=frozenset({"metrics-v1"}), min_timestamp=cutoff))
+    seen = {o for t in timed.tasks for b in read_task(t, options, ("offset",))
+            for o in b.column(0).to_pylist()}
+    wanted = {o for o, ts in zip(metrics["offset"].to_pylist(), stamps) if ts >= cutoff}
+    assert wanted <= seen
+    assert len(seen) < metrics.num_rows  # the time index let it skip the early batches
