@@ -420,6 +420,6 @@ def test_pruning_hints_skip_only_what_cannot_match(sample_dir: Path) -> None:
                       pruning=Pruning(topics=frozenset({"metrics-v1"}), min_timestamp=cutoff))
     seen = {o for t in timed.tasks for b in read_task(t, options, ("offset",))
             for o in b.column(0).to_pylist()}
-    wanted = {o for o, ts in zip(metrics["offset"].to_pylist(), stamps) if ts >= cutoff}
+    wanted = {o for o, ts in zip(metrics["offset"].to_pylist(), stamps, strict=True) if ts >= cutoff}
     assert wanted <= seen
     assert len(seen) < metrics.num_rows  # the time index let it skip the early batches
