@@ -403,23 +403,34 @@ def test_pruning_hints_skip_only_what_cannot_match(sample_dir: Path) -> None:
 
     options = parse_read_options()
     full = read_table(str(sample_dir))
-    hints = Pruning(topics=frozenset({"orders"}), partitions=frozenset({1}), offset_low=100,
-                    offset_high=180)
+    hints = Pruning(
+        topics=frozenset({"orders"}), partitions=frozenset({1}), offset_low=100, offset_high=180
+    )
     got = plan_scan(str(sample_dir), options, pruning=hints)
     assert {(t.topic, t.partition) for t in got.tasks} == {("orders", 1)}
     rows = [b for t in got.tasks for b in read_task(t, options, ("offset",))]
     offsets = sorted(o for b in rows for o in b.column(0).to_pylist())
-    expected = full.filter(pc.and_(pc.equal(full["topic"], "orders"),
-                                   pc.equal(full["partition"], 1)))["offset"].to_pylist()
+    expected = full.filter(
+        pc.and_(pc.equal(full["topic"], "orders"), pc.equal(full["partition"], 1))
+    )["offset"].to_pylist()
     assert offsets == [o for o in sorted(expected) if 100 <= o < 180]
 
     metrics = full.filter(pc.equal(full["topic"], "metrics-v1"))
     stamps = [t.timestamp() * 1000 for t in metrics["timestamp"].to_pylist()]
     cutoff = int(sorted(stamps)[len(stamps) * 3 // 4])
-    timed = plan_scan(str(sample_dir), options,
-                      pruning=Pruning(topics=frozenset({"metrics-v1"}), min_timestamp=cutoff))
-    seen = {o for t in timed.tasks for b in read_task(t, options, ("offset",))
-            for o in b.column(0).to_pylist()}
-    wanted = {o for o, ts in zip(metrics["offset"].to_pylist(), stamps, strict=True) if ts >= cutoff}
+    timed = plan_scan(
+        str(sample_dir),
+        options,
+        pruning=Pruning(topics=frozenset({"metrics-v1"}), min_timestamp=cutoff),
+    )
+    seen = {
+        o
+        for t in timed.tasks
+        for b in read_task(t, options, ("offset",))
+        for o in b.column(0).to_pylist()
+    }
+    wanted = {
+        o for o, ts in zip(metrics["offset"].to_pylist(), stamps, strict=True) if ts >= cutoff
+    }
     assert wanted <= seen
     assert len(seen) < metrics.num_rows  # the time index let it skip the early batches
