@@ -221,7 +221,6 @@ class _TaskReader:
         self.range_end = (
             source.size if task.end_position is None else min(task.end_position, source.size)
         )
-        self.done = False
         self.decoder = WindowDecoder(
             options,
             TaskBounds(
@@ -245,7 +244,7 @@ class _TaskReader:
         pos = self.task.start_position
         chunk = self.options.read_chunk_bytes
         want = chunk
-        while pos < self.range_end and not self.done:
+        while pos < self.range_end:
             scanned = self.source.scan_window(pos, want)
             window, positions, magics = scanned.window, scanned.positions, scanned.magics
             outcome, stop = scanned.outcome, scanned.stop
@@ -276,7 +275,7 @@ class _TaskReader:
                     continue
             if reaches_end or self.decoder.reached_end:
                 break
-            if self.done or next_pos >= self.range_end:
+            if next_pos >= self.range_end:
                 break
             if outcome == K.FRAMING_END:
                 pos, want = next_pos, chunk
