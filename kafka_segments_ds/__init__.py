@@ -81,7 +81,9 @@ def iter_batches(
         if columns is not None
         else default_columns(opts.include_headers, opts.include_metadata)
     )
-    plan = plan_scan(path, opts)
+    # one sequential reader: split segments only when the caller asked for it
+    split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
+    plan = plan_scan(path, opts, split=split)
     for task in plan.tasks:
         yield from read_task(task, opts, cols)
 

@@ -63,8 +63,13 @@ def plan_scan(
     options: ReadOptions,
     filesystem: pafs.FileSystem | None = None,
     pruning: Pruning | None = None,
+    split: bool = True,
 ) -> Plan:
-    """Discover the segments under ``path`` and cut them into ScanTasks for ``options``."""
+    """Discover the segments under ``path`` and cut them into ScanTasks for ``options``.
+
+    With ``split``, large segments are cut into byte ranges (``maxBytesPerPartition``,
+    ``minPartitions``) for parallel readers; a sequential reader does not need it.
+    """
     pruning = pruning or Pruning()
     paths = (
         [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
@@ -150,7 +155,10 @@ def plan_scan(
                 filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
             )
         )
-    return Plan(tuple(split_tasks(filesystem, tasks, options)) if tasks else (), tuple(partitions))
+    if split and tasks:
+        assert filesystem is not None
+        tasks = split_tasks(filesystem, tasks, options)
+    return Plan(tuple(tasks), tuple(partitions))
 
 
 def _name(part: PartitionLog) -> str:

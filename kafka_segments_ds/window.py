@@ -96,18 +96,18 @@ class _Parts:
         self._joined = None
         return address
 
+    def to_arena_many(self, blobs: list[bytes]) -> None:
+        """Append blobs in order (their addresses follow on from ``arena_base``)."""
+        if blobs:
+            joined = blobs[0] if len(blobs) == 1 else b"".join(blobs)
+            self.to_arena(joined)
+
     def arena_array(self) -> np.ndarray:
-        """The arena as one array (built once per change, in Arrow's pooled memory)."""
+        """The arena as one array (joined once per change)."""
         if self._joined is None:
-            if len(self.arena) == 1:
-                self._joined = np.frombuffer(self.arena[0], np.uint8)
-            else:
-                _, joined = _allocate(self.arena_base - self.window_size, np.uint8)
-                at = 0
-                for blob in self.arena:
-                    joined[at : at + len(blob)] = np.frombuffer(blob, np.uint8)
-                    at += len(blob)
-                self._joined = joined
+            self._joined = np.frombuffer(
+                self.arena[0] if len(self.arena) == 1 else b"".join(self.arena), np.uint8
+            )
         return self._joined
 
     def merged(
@@ -304,34 +304,42 @@ class WindowDecoder:
         if deep and cut:
             compressed = np.flatnonzero(codecs[:cut] != 0)
             if compressed.shape[0]:
+                # one Python step per compressed batch (the codec call): keep it to plain ints
                 mv = window.data
                 run_arena: list[bytes] = []
                 address = parts.arena_base
-                for i in compressed.tolist():
+                done: list[int] = []
+                starts, stops = [], []
+                limit = opts.max_decompressed_bytes
+                for i, codec, begin, end, count in zip(
+                    compressed.tolist(),
+                    codecs[compressed].tolist(),
+                    src_start[compressed].tolist(),
+                    ends[compressed].tolist(),
+                    counts[compressed].tolist(),
+                    strict=True,
+                ):
                     try:
-                        data = decompress(
-                            int(codecs[i]),
-                            mv[int(src_start[i]) : int(ends[i])],
-                            magic=2,
-                            max_bytes=opts.max_decompressed_bytes,
-                        )
+                        data = decompress(codec, mv[begin:end], magic=2, max_bytes=limit)
                     except CorruptSegmentError as err:
                         cut = i
                         errors[i] = err
                         break
-                    if counts[i] > len(data) // 7:
+                    if count > len(data) // 7:
                         cut = i
                         errors[i] = CorruptSegmentError(
-                            f"record count {int(counts[i])} cannot fit in {len(data)} "
-                            "decompressed bytes"
+                            f"record count {count} cannot fit in {len(data)} decompressed bytes"
                         )
                         break
-                    src_start[i] = address
-                    src_end[i] = address + len(data)
+                    done.append(i)
+                    starts.append(address)
                     address += len(data)
+                    stops.append(address)
                     run_arena.append(data)
-                for data in run_arena:
-                    parts.to_arena(data)
+                if done:
+                    src_start[done] = starts
+                    src_end[done] = stops
+                    parts.to_arena_many(run_arena)
         decoded = None
         if deep and cut:
             decoded = self._decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
