@@ -125,6 +125,22 @@ def decompress(
     max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> bytes:
     """Decompress one stored payload; raises CorruptSegmentError / LimitExceededError, no path."""
+    if (
+        codec == CompressionType.LZ4
+        and magic != 0
+        and len(payload) * LZ4_MAX_RATIO + LZ4_MAX_BLOCK <= max_bytes
+        and payload[:4] == LZ4_MAGIC
+        and len(payload) > 6
+        and not payload[4] & 0x08
+        and _lz4f is not None
+    ):
+        # The common case, called once per batch: a frame with no declared content size that
+        # cannot expand past the limit (LZ4 expands at most ~255 times) and whose header
+        # checksum liblz4 verifies itself. Everything else takes the checked path below.
+        try:
+            return _lz4f.decompress(payload)
+        except _CODEC_ERRORS as err:
+            raise CorruptSegmentError(f"lz4: {err}") from err
     if max_bytes < 0:
         raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
     if not 0 <= codec <= CODEC_MASK:
