@@ -479,7 +479,12 @@ def _zstd_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
             if params.content_size > remaining:
                 raise _limit("zstd", max_bytes)
             bound = params.content_size  # libzstd rejects a frame that does not match it
-        if bound <= remaining:
+        if bound <= remaining and params.content_size == ZSTD_CONTENT_SIZE_UNKNOWN:
+            # Proven complete and bounded by the walk: a decompressobj grows its output as it
+            # goes, where the one-shot call would first allocate the whole (128 KiB a block)
+            # bound — the usual Kafka frame, which declares no content size.
+            out = dctx.decompressobj().decompress(view[pos:end])
+        elif bound <= remaining:
             frame = view[pos:end]
             out = dctx.decompress(frame, max_output_size=max(bound, 1), allow_extra_data=False)
         else:
