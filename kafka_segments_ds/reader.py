@@ -29,7 +29,13 @@ from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.checksums import crc32, crc32c
-from kafka_segments_ds.window import TaskBounds, WindowDecoder, batch_checksums
+from kafka_segments_ds.window import (
+    Predecoded,
+    TaskBounds,
+    WindowDecoder,
+    batch_checksums,
+    predecode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +78,12 @@ class _Scan:
     outcome: int
     stop: int
     checksums: tuple[np.ndarray, np.ndarray] | None  # (v2 batch positions, computed CRC-32C)
+    predecoded: Predecoded | None = None  # record-kernel output (plain windows, read ahead)
 
 
-def scan(window: np.ndarray, checksums: bool) -> _Scan:
+def scan(window: np.ndarray, checksums: bool, pool: dict[str, np.ndarray] | None = None) -> _Scan:
+    """Frame ``window``; on the read-ahead thread also checksum it and, given a row ``pool``,
+    run the record kernel over it (both release the GIL while the main thread works)."""
     positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
     sums = None
     if checksums:
@@ -82,7 +91,8 @@ def scan(window: np.ndarray, checksums: bool) -> _Scan:
         if v2.shape[0]:
             ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
             sums = (v2, batch_checksums(window, v2, ends))
-    return _Scan(window, positions, magics, int(outcome), int(stop), sums)
+    ahead = predecode(window, positions, magics, pool) if pool is not None else None
+    return _Scan(window, positions, magics, int(outcome), int(stop), sums, ahead)
 
 
 def _prefetch_pool() -> ThreadPoolExecutor:
@@ -112,6 +122,9 @@ class _Source:
         else:
             self._file = filesystem.open_input_file(path)
         self._buffers = [bytearray(0), bytearray(0)]
+        # row arrays for windows decoded ahead, one set per buffer (see window.predecode)
+        self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
+        self.predecode = False
         self._current = 0  # the buffer of the window handed out last
         self._pending: tuple[int, int, Future[_Scan]] | None = None
 
@@ -153,7 +166,8 @@ class _Source:
             self._pending = (position, length, future)
 
     def _scan(self, slot: int, position: int, length: int, checksums: bool) -> _Scan:
-        return scan(self._fill(slot, position, length), checksums)
+        pool = self._row_pools[slot] if self.predecode else None
+        return scan(self._fill(slot, position, length), checksums, pool)
 
     def _settle(self) -> _Scan | None:
         """Wait for a read-ahead in flight (its buffer must be quiet); return its window."""
@@ -196,6 +210,7 @@ def read_task(
     if filesystem is None:
         filesystem, _ = kfs.resolve(task.segment.path, options.storage_options())
     source = _Source(filesystem, task.segment.path, task.segment.size)
+    source.predecode = options.deep
     try:
         shown = kfs.display_path(filesystem, task.segment.path)
         yield from _TaskReader(task, options, columns, source, shown).run()
@@ -263,7 +278,7 @@ class _TaskReader:
                 self.source.prefetch(next_pos, chunk, self.options.verify_checksums)
             if positions.shape[0]:
                 batch, fault = self.decoder.decode(
-                    window, pos, positions, magics, scanned.checksums
+                    window, pos, positions, magics, scanned.checksums, scanned.predecoded
                 )
                 if batch is not None and batch.num_rows:
                     yield batch

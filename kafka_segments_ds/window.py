@@ -77,6 +77,80 @@ class TaskBounds:
     include_control: bool = False  # control records as rows (offset lookups count them)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Predecoded:
+    """Record-kernel output for a window of uncompressed magic-2 batches, computed ahead."""
+
+    positions: np.ndarray
+    headers: np.ndarray
+    status: np.ndarray
+    errpos: np.ndarray
+    rows: dict[str, np.ndarray]
+    row0: np.ndarray
+
+
+def predecode(
+    window: np.ndarray, positions: np.ndarray, magics: np.ndarray, pool: dict[str, np.ndarray]
+) -> Predecoded | None:
+    """Run the record kernel over a window ahead of time (the reader's read-ahead thread).
+
+    Only for the plain case: every entry an uncompressed magic-2 batch with a plausible
+    header. Anything else returns None and is decoded by :meth:`WindowDecoder.decode`, which
+    also makes every check and decides what to keep. ``pool`` holds reusable row arrays.
+    """
+    n = positions.shape[0]
+    if n == 0 or not (magics == 2).all():
+        return None
+    h = K.parse_v2_headers(window, positions)
+    counts = h[:, K.H_COUNT]
+    lengths = h[:, K.H_LENGTH] + 12
+    if (
+        (h[:, K.H_ATTRIBUTES] & 0x07).any()
+        or (counts < 0).any()
+        or (h[:, K.H_LOD] < 0).any()
+        or (counts > (lengths - V2_OVERHEAD) // 7).any()
+    ):
+        return None
+    row0 = np.zeros(n, np.int64)
+    np.cumsum(counts[:-1], out=row0[1:])
+    total = int(row0[-1] + counts[-1])
+    rows = {}
+    for name in _ROW_FIELDS:
+        buf = pool.get(name)
+        if buf is None or buf.shape[0] < total:
+            buf = pool[name] = np.empty(max(total, 1024) + (total >> 2), np.int64)
+        rows[name] = buf[:total]
+    status = np.zeros(n, np.int32)
+    errpos = np.zeros(n, np.int64)
+    start = positions + V2_OVERHEAD
+    K.use_threads(0)  # this runs beside the main thread: keep to one core
+    K.decode_v2_records(
+        window,
+        np.empty(0, np.uint8),
+        start,
+        positions + lengths,
+        counts,
+        row0,
+        h[:, K.H_BASE_OFFSET],
+        h[:, K.H_BASE_TS],
+        h[:, K.H_MAX_TS],
+        ((h[:, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8),
+        h[:, K.H_LOD],
+        rows["offset"],
+        rows["ts"],
+        rows["ts_type"],
+        rows["kpos"],
+        rows["klen"],
+        rows["vpos"],
+        rows["vlen"],
+        rows["hpos"],
+        rows["hcount"],
+        status,
+        errpos,
+    )
+    return Predecoded(positions, h, status, errpos, rows, row0)
+
+
 class _Parts:
     """Row and entry arrays of the runs of one window, plus its arena."""
 
@@ -155,11 +229,13 @@ class WindowDecoder:
         positions: np.ndarray,
         magics: np.ndarray,
         checksums: tuple[np.ndarray, np.ndarray] | None = None,
+        predecoded: Predecoded | None = None,
     ) -> tuple[pa.RecordBatch | None, Fault | None]:
         """Decode the complete entries at ``positions`` of ``window`` (file position ``base``).
 
         ``checksums`` may carry CRC-32C values already computed for magic-2 batches (by
-        position), as the reader's read-ahead does.
+        position), and ``predecoded`` the record kernel's output, as the reader's read-ahead
+        computes them.
         """
         parts = _Parts(window.shape[0])
         fault: Fault | None = None
@@ -197,7 +273,7 @@ class WindowDecoder:
         for start, end, is_v2 in run_bounds:
             run = positions[start:end]
             if is_v2:
-                fault = self._v2_run(window, base, run, parts, scratch_free, checksums)
+                fault = self._v2_run(window, base, run, parts, scratch_free, checksums, predecoded)
             else:
                 fault = self._legacy_run(window, base, run, parts)
             if fault is not None or self.reached_end:
@@ -222,6 +298,7 @@ class WindowDecoder:
         parts: _Parts,
         scratch_free: bool,
         checksums: tuple[np.ndarray, np.ndarray] | None,
+        predecoded: Predecoded | None = None,
     ) -> Fault | None:
         opts = self.options
         b = self.bounds
@@ -342,7 +419,11 @@ class WindowDecoder:
                     parts.to_arena_many(run_arena)
         decoded = None
         if deep and cut:
-            decoded = self._decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
+            decoded = _reuse(predecoded, positions, cut)
+            if decoded is None:
+                decoded = self._decode_records(
+                    window, parts, h, src_start, src_end, cut, scratch_free
+                )
         fault_error: CorruptSegmentError | None = None
         if decoded is not None:
             status, errpos = decoded[0], decoded[1]
@@ -726,6 +807,23 @@ def aborted_mask(
 
 
 _SCRATCH = threading.local()
+
+
+def _reuse(
+    predecoded: Predecoded | None, positions: np.ndarray, cut: int
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray] | None:
+    """The read-ahead's kernel output for batches [0, cut), if it decoded exactly these."""
+    if predecoded is None:
+        return None
+    n = positions.shape[0]
+    if n > predecoded.positions.shape[0] or not (predecoded.positions[:n] == positions).all():
+        return None
+    return (
+        predecoded.status[:cut],
+        predecoded.errpos[:cut],
+        predecoded.rows,
+        predecoded.row0[:cut],
+    )
 
 
 def _lookup_checksums(
