@@ -219,6 +219,7 @@ class WindowDecoder:
         self.reached_end = False  # an entry at or past end_offset was seen
         # offsets strictly increase through a log: the last offset of the last good entry
         self.last_offset = bounds.segment_base - 1
+        self._constants: dict[str, pa.Array] = {}  # topic/partition/segment columns
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -741,17 +742,9 @@ class WindowDecoder:
             elif name == "value":
                 out.append(binary_column(window, arena, r["vpos"], r["vlen"]))
             elif name == "topic":
-                out.append(
-                    pa.nulls(n, pa.string())
-                    if b.topic is None
-                    else pa.repeat(pa.scalar(b.topic, pa.string()), n)
-                )
+                out.append(self._constant("topic", b.topic, pa.string(), n))
             elif name == "partition":
-                out.append(
-                    pa.nulls(n, pa.int32())
-                    if b.partition is None
-                    else pa.repeat(pa.scalar(b.partition, pa.int32()), n)
-                )
+                out.append(self._constant("partition", b.partition, pa.int32(), n))
             elif name == "offset":
                 out.append(_fixed_width(r["offset"], pa.int64()))
             elif name == "timestamp":
@@ -761,10 +754,18 @@ class WindowDecoder:
             elif name == "headers":
                 out.append(headers_column(window, arena, r["hpos"], r["hcount"]))
             elif name == "segment":
-                out.append(pa.repeat(pa.scalar(b.segment, pa.string()), n))
+                out.append(self._constant("segment", b.segment, pa.string(), n))
             else:
                 out.append(self._metadata(name, r["entry"], entries))
         return pa.RecordBatch.from_arrays(out, schema=self.schema)
+
+    def _constant(self, name: str, value: object, arrow_type: pa.DataType, n: int) -> pa.Array:
+        """A column holding one value: a slice of an array built once per task."""
+        cached = self._constants.get(name)
+        if cached is None or len(cached) < n:
+            cached = pa.repeat(pa.scalar(value, arrow_type), max(n, 4096))
+            self._constants[name] = cached
+        return cached.slice(0, n)
 
     def _metadata(self, name: str, ent: np.ndarray, e: dict[str, np.ndarray]) -> pa.Array:
         if name == "compression":
