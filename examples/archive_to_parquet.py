@@ -84,7 +84,9 @@ def archive(log_dir: str, out_dir: Path, **options: object) -> list[tuple[str, i
         # replace the partitions this run writes, keep any others already in out_dir
         existing_data_behavior="delete_matching",
         basename_template="part-{i}.parquet",
-        # bounded memory on the writer side too: flush row groups, cap the open files
+        # iter_batches yields small batches (one read window of one segment): buffer them into
+        # row groups of a useful size; memory stays bounded by these and the open-file cap
+        min_rows_per_group=32 * 1024,
         max_rows_per_group=64 * 1024,
         max_rows_per_file=1024 * 1024,
         max_open_files=64,
