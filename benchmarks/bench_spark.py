@@ -27,10 +27,10 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_memory import build_segment  # noqa: E402
+from bench_memory import build_segment
 
-import kafka_segments_ds as ksd  # noqa: E402
-from kafka_segments_ds.records.compression import CompressionType  # noqa: E402
+import kafka_segments_ds as ksd
+from kafka_segments_ds.records.compression import CompressionType
 
 
 def main(argv: list[str]) -> int:
