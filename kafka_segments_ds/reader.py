@@ -105,9 +105,9 @@ def _prefetch_pool() -> ThreadPoolExecutor:
 class _Source:
     """Ranged reads of one file.
 
-    ``read_window`` hands out windows from two reused buffers: one is being decoded while the
+    ``scan_window`` hands out windows from two reused buffers: one is being decoded while the
     next window is read ahead into the other (``prefetch``, on a helper thread; the read
-    releases the GIL). A window is fully copied out before the next ``read_window`` call.
+    releases the GIL). A window is fully copied out before the next ``scan_window`` call.
     ``read`` returns independent bytes. Local files use ``os.pread`` rather than a memory
     map: a map turns a concurrent truncation of the file into a SIGBUS.
     """

@@ -32,7 +32,7 @@ from kafka_segments_ds.records.legacy import (
     decode_legacy_message,
     expand_wrapper,
 )
-from kafka_segments_ds.schema import HEADER_TYPE, TIMESTAMP_TYPE, arrow_schema
+from kafka_segments_ds.schema import BY_NAME, HEADER_TYPE, TIMESTAMP_TYPE, arrow_schema
 
 V2_OVERHEAD = 61
 _MAX_MS = (2**63 - 1) // 1000
@@ -82,7 +82,6 @@ class Predecoded:
     """Record-kernel output for a window of uncompressed magic-2 batches, computed ahead."""
 
     positions: np.ndarray
-    headers: np.ndarray
     status: np.ndarray
     errpos: np.ndarray
     rows: dict[str, np.ndarray]
@@ -148,7 +147,7 @@ def predecode(
         status,
         errpos,
     )
-    return Predecoded(positions, h, status, errpos, rows, row0)
+    return Predecoded(positions, status, errpos, rows, row0)
 
 
 class _Parts:
@@ -184,12 +183,12 @@ class _Parts:
             )
         return self._joined
 
-    def merged(
-        self, fields: tuple[str, ...], parts: list[dict[str, np.ndarray]]
-    ) -> dict[str, np.ndarray]:
-        if len(parts) == 1:
-            return parts[0]
-        return {f: np.concatenate([p[f] for p in parts]) for f in fields}
+
+def _merged(fields: tuple[str, ...], parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The runs' arrays as one set (no copy for the usual single run)."""
+    if len(parts) == 1:
+        return parts[0]
+    return {f: np.concatenate([p[f] for p in parts]) for f in fields}
 
 
 class WindowDecoder:
@@ -200,22 +199,8 @@ class WindowDecoder:
         self.bounds = bounds
         self.columns = columns
         self.schema = arrow_schema(columns)
-        self.want_entry = any(
-            c in columns
-            for c in (
-                "magic",
-                "compression",
-                "batchBaseOffset",
-                "batchLastOffset",
-                "producerId",
-                "producerEpoch",
-                "baseSequence",
-                "isTransactional",
-                "isControl",
-                "leaderEpoch",
-                "position",
-            )
-        )
+        # batch-level metadata columns need each row's entry ("segment" is per task)
+        self.want_entry = any(BY_NAME[c].group == "metadata" and c != "segment" for c in columns)
         self.reached_end = False  # an entry at or past end_offset was seen
         # offsets strictly increase through a log: the last offset of the last good entry
         self.last_offset = bounds.segment_base - 1
@@ -283,8 +268,8 @@ class WindowDecoder:
             fault = outlier_fault
         if not parts.rows:
             return None, fault
-        rows = parts.merged(_ROW_FIELDS + (("entry",) if self.want_entry else ()), parts.rows)
-        entries = parts.merged(_ENTRY_FIELDS, parts.entries) if self.want_entry else {}
+        rows = _merged(_ROW_FIELDS + (("entry",) if self.want_entry else ()), parts.rows)
+        entries = _merged(_ENTRY_FIELDS, parts.entries) if self.want_entry else {}
         if rows["offset"].shape[0] == 0:
             return None, fault
         return self._to_arrow(window, parts.arena_array(), rows, entries), fault
