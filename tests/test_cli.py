@@ -403,7 +403,7 @@ def test_corrupt_dump_exit_2(sample_copy: Path, capsys: pytest.CaptureFixture[st
 def test_keyboard_interrupt_exit_130(
     sample: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kafka_segments_ds.cli as cli
+    import kafka_segments_ds.cli.dump as cli
 
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

@@ -1,0 +1,82 @@
+"""``kafka-segments dump`` of single files other than ``.log``: index files and snapshots."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterator
+
+import pyarrow.fs as pafs
+
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.fs import read_file, resolve
+from kafka_segments_ds.layout import (
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    parse_segment_file_name,
+    segment_file_name,
+)
+
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def dump_index(path: str, options: dict[str, str]) -> Iterator[str]:
+    """Lines for one ``.index`` / ``.timeindex`` / ``.txnindex`` file and a summary line."""
+    filesystem, resolved = resolve(path, options)
+    name = posixpath.basename(resolved)
+    parsed = parse_segment_file_name(name)
+    if parsed is None:
+        raise InvalidOptionError(
+            f"{path}: expected <20-digit base offset>.index/.timeindex/.txnindex"
+        )
+    base_offset, suffix = parsed
+    data = read_file(filesystem, resolved).to_pybytes()
+    directory = posixpath.dirname(resolved)
+    if suffix == TXN_INDEX_SUFFIX:
+        entries = kidx.parse_txn_index(data)
+        for txn in entries:
+            yield json.dumps(
+                {
+                    "producer_id": txn.producer_id,
+                    "first_offset": txn.first_offset,
+                    "last_offset": txn.last_offset,
+                    "last_stable_offset": txn.last_stable_offset,
+                }
+            )
+        yield json.dumps(
+            {"summary": {"file": path, "entries": len(entries), "ignored": 0, "problem": None}}
+        )
+        return
+    if suffix == INDEX_SUFFIX:
+        log_info = filesystem.get_file_info(
+            posixpath.join(directory, segment_file_name(base_offset, ".log"))
+        )
+        log_size = int(log_info.size) if log_info.type == pafs.FileType.File else None
+        index: kidx.OffsetIndex | kidx.TimeIndex
+        index = kidx.parse_offset_index(data, base_offset, log_size)
+        for offset, position in zip(index.offsets.tolist(), index.positions.tolist(), strict=True):
+            yield json.dumps({"offset": offset, "position": position})
+    elif suffix == TIME_INDEX_SUFFIX:
+        # The next segment's base offset bounds this segment's time-index offsets.
+        later = sorted(
+            int(info.base_name.partition(".")[0])
+            for info in filesystem.get_file_info(pafs.FileSelector(directory))
+            if (p := parse_segment_file_name(info.base_name)) is not None
+            and p[1] == ".log"
+            and p[0] > base_offset
+        )
+        tindex = kidx.parse_time_index(data, base_offset, later[0] if later else None)
+        index = tindex
+        for ts, offset in zip(tindex.timestamps.tolist(), tindex.offsets.tolist(), strict=True):
+            yield json.dumps({"timestamp": ts, "offset": offset})
+    else:
+        raise InvalidOptionError(f"{path}: not a .index, .timeindex or .txnindex file")
+    summary = {
+        "file": path,
+        "entries": len(index),
+        "ignored": index.ignored,
+        "problem": index.problem,
+    }
+    yield json.dumps({"summary": summary})
