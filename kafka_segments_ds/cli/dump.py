@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import cut, iso, render_bytes, write_lines
-from kafka_segments_ds.cli.dump_files import INDEX_SUFFIXES, dump_index
+from kafka_segments_ds.cli.dump_files import FILE_SUFFIXES, dump_file
 
 TABLE_VALUE_WIDTH = 60
 TABLE_KEY_WIDTH = 24
@@ -21,7 +21,7 @@ TABLE_KEY_WIDTH = 24
 
 NAME = "dump"
 SUMMARY = "print records or batches"
-DESCRIPTION = "Print records (or batches), or an index file."
+DESCRIPTION = "Print records (or batches), or an index or producer-snapshot file."
 
 
 def add_arguments(dump: argparse.ArgumentParser) -> None:
@@ -55,8 +55,8 @@ def add_arguments(dump: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     budget = [args.limit if args.limit is not None else sys.maxsize]
     for path in args.paths:
-        if path.endswith(INDEX_SUFFIXES):
-            write_lines(dump_index(path, args.option), sys.stdout)
+        if path.endswith(FILE_SUFFIXES):
+            write_lines(dump_file(path, args.option), sys.stdout)
         else:
             write_lines(dump_rows(args, path, budget), sys.stdout)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError
 from kafka_segments_ds.fs import read_file, resolve
 from kafka_segments_ds.layout import (
     INDEX_SUFFIX,
@@ -18,8 +19,37 @@ from kafka_segments_ds.layout import (
     parse_segment_file_name,
     segment_file_name,
 )
+from kafka_segments_ds.producer_snapshot import SUFFIX as SNAPSHOT_SUFFIX
+from kafka_segments_ds.producer_snapshot import parse_producer_snapshot
 
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+FILE_SUFFIXES = (*INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
+
+
+def dump_file(path: str, options: dict[str, str]) -> Iterator[str]:
+    """Lines for one index or producer-snapshot file (chosen by its suffix)."""
+    if path.endswith(SNAPSHOT_SUFFIX):
+        return dump_snapshot(path, options)
+    return dump_index(path, options)
+
+
+def dump_snapshot(path: str, options: dict[str, str]) -> Iterator[str]:
+    """One line per producer in a ``.snapshot`` file, then a summary line."""
+    filesystem, resolved = resolve(path, options)
+    data = read_file(filesystem, resolved).to_pybytes()
+    try:
+        snapshot = parse_producer_snapshot(data)
+    except CorruptSegmentError as err:
+        raise err.located(path=path) from err
+    for entry in snapshot.entries:
+        yield json.dumps(dataclasses.asdict(entry))
+    summary = {
+        "file": path,
+        "version": snapshot.version,
+        "crc": snapshot.crc,
+        "entries": len(snapshot.entries),
+    }
+    yield json.dumps({"summary": summary})
 
 
 def dump_index(path: str, options: dict[str, str]) -> Iterator[str]:
