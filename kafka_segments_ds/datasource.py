@@ -7,7 +7,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+import pyarrow.fs as pafs
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from kafka_segments_ds.errors import InvalidOptionError
@@ -15,6 +25,10 @@ from kafka_segments_ds.options import ReadOptions, parse_read_options
 from kafka_segments_ds.planning import plan_scan
 from kafka_segments_ds.reader import ScanTask, read_task
 from kafka_segments_ds.schema import check_columns, default_columns, spark_ddl
+from kafka_segments_ds.writer.columns import check_write_schema
+from kafka_segments_ds.writer.commit import abort_job, commit_job, prepare_job
+from kafka_segments_ds.writer.options import parse_write_options
+from kafka_segments_ds.writer.task import JobSpec, TaskResult, TaskWriter
 
 
 class KafkaSegmentsDataSource(DataSource):
@@ -51,7 +65,7 @@ class KafkaSegmentsDataSource(DataSource):
     def name(cls) -> str:
         return "kafkasegments"
 
-    def _parsed(self) -> tuple[list[str], ReadOptions]:
+    def _paths(self) -> tuple[list[str], dict[str, str]]:
         options = dict(self.options)
         paths: list[str] = []
         for key in list(options):
@@ -61,6 +75,10 @@ class KafkaSegmentsDataSource(DataSource):
             elif lowered == "paths":
                 value = options.pop(key)
                 paths.extend(json.loads(value) if value.startswith("[") else [value])
+        return paths, options
+
+    def _parsed(self) -> tuple[list[str], ReadOptions]:
+        paths, options = self._paths()
         if not paths:
             raise InvalidOptionError(
                 'no path given: spark.read.format("kafkasegments").load("/path/to/kafka-logs")'
@@ -75,6 +93,17 @@ class KafkaSegmentsDataSource(DataSource):
         paths, opts = self._parsed()
         columns = check_columns([field.name for field in schema.fields])
         return KafkaSegmentsReader(paths, opts, columns)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        paths, options = self._paths()
+        if len(paths) != 1:
+            raise InvalidOptionError(
+                'give one target log dir: df.write.format("kafkasegments").mode("append")'
+                '.save("/path/to/kafka-logs")'
+            )
+        check_write_schema(to_arrow_schema(schema, timezone="UTC"))
+        job, filesystem = prepare_job(paths[0], parse_write_options(options), overwrite)
+        return KafkaSegmentsWriter(job, filesystem)
 
 
 @dataclass(frozen=True)
@@ -107,3 +136,37 @@ class KafkaSegmentsReader(DataSourceReader):
         if task is None:
             return iter(())
         return read_task(task, self.options, self.columns)
+
+
+@dataclass(frozen=True)
+class TaskCommit(WriterCommitMessage):
+    """A task's staged chunks, sent to the driver's commit."""
+
+    result: TaskResult
+
+
+class KafkaSegmentsWriter(DataSourceArrowWriter):
+    """Tasks stage chunks; the driver's commit lays out and publishes segments atomically."""
+
+    def __init__(self, job: JobSpec, filesystem: pafs.FileSystem) -> None:
+        self.job = job
+        self.filesystem = filesystem
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        context = TaskContext.get()
+        task_id = context.partitionId() if context is not None else 0
+        writer = TaskWriter(self.job, task_id, self.filesystem)
+        try:
+            for batch in iterator:
+                writer.write(batch)
+            return TaskCommit(writer.finish())
+        except BaseException:
+            writer.abort()
+            raise
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        results = [m.result for m in messages if isinstance(m, TaskCommit)]
+        commit_job(self.job, results, self.filesystem)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        abort_job(self.job, self.filesystem)

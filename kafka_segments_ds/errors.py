@@ -105,3 +105,11 @@ class DataLossError(KafkaSegmentsError):
 
 class LimitExceededError(CorruptSegmentError):
     """An entry would need more memory than the configured bound (e.g. a decompression bomb)."""
+
+
+class InvalidInputError(KafkaSegmentsError, ValueError):
+    """Rows or columns given to the writer that cannot become Kafka records."""
+
+
+class CommitInProgressError(KafkaSegmentsError):
+    """A write is being committed into (or was interrupted while committing into) a log dir."""

@@ -34,6 +34,7 @@ from kafka_segments_ds.records.v2 import (
     decode_batch_header,
     iter_records,
 )
+from kafka_segments_ds.writer.commit import check_readable
 
 OPEN_TRANSACTION_END = 2**63 - 1
 
@@ -79,6 +80,8 @@ def plan_scan(
         fsys, root = (
             kfs.resolve(p, options.storage_options()) if filesystem is None else (filesystem, p)
         )
+        if not kfs.has_glob(root):
+            check_readable(fsys, root)  # never a half-published write
         partitions.extend(discover(root, fsys))
         filesystem = fsys if filesystem is None else filesystem
     partitions = _select(partitions, options)

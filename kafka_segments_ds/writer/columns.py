@@ -1,0 +1,187 @@
+"""Input rows for the writer: schema check, Arrow columns -> encoder columns, partitioning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from kafka_segments_ds.errors import InvalidInputError
+from kafka_segments_ds.records.encoder import BinaryColumn, RecordColumns
+
+WRITE_COLUMNS = ("key", "value", "topic", "partition", "timestamp", "headers")
+_UNITS_PER_MS = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}  # 0: seconds (multiply)
+_ASSIGNED = {"offset", "timestampType"}  # reader columns the writer assigns itself
+
+
+def _is_binary_like(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _headers_ok(t: pa.DataType) -> bool:
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return False
+    item = t.value_type
+    if not pa.types.is_struct(item) or item.num_fields != 2:
+        return False
+    names = {item.field(i).name: item.field(i).type for i in range(2)}
+    return (
+        set(names) == {"key", "value"}
+        and _is_string(names["key"])
+        and _is_binary_like(names["value"])
+    )
+
+
+_TYPE_RULES = {
+    "key": (_is_binary_like, "binary or string"),
+    "value": (_is_binary_like, "binary or string"),
+    "topic": (_is_string, "string"),
+    "partition": (pa.types.is_integer, "int"),
+    "timestamp": (pa.types.is_timestamp, "timestamp"),
+    "headers": (_headers_ok, "array<struct<key: string, value: binary>>"),
+}
+
+
+def check_write_schema(schema: pa.Schema) -> None:
+    """Raise :class:`InvalidInputError` unless ``schema`` is something the writer can take."""
+    names = schema.names
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"duplicate column names in {names}")
+    for field in schema:
+        if field.name not in _TYPE_RULES:
+            hint = " (the writer assigns it; drop the column)" if field.name in _ASSIGNED else ""
+            raise InvalidInputError(
+                f"unknown column {field.name!r}{hint}; the writer takes "
+                f"{', '.join(WRITE_COLUMNS)} (value required)"
+            )
+        accepts, label = _TYPE_RULES[field.name]
+        if not accepts(field.type):
+            raise InvalidInputError(f"column {field.name!r} must be {label}, not {field.type}")
+    if "value" not in names:
+        raise InvalidInputError("a 'value' column (binary or string) is required")
+
+
+def binary_column(array: pa.Array | pa.ChunkedArray) -> BinaryColumn:
+    """A binary/string Arrow array as (int64 offsets, data, validity) numpy arrays (no copy
+    of the data for non-chunked input)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if not pa.types.is_large_binary(array.type):
+        array = array.cast(pa.large_binary())
+    rows = len(array)
+    _, offsets_buf, data_buf = array.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int64, rows + 1, array.offset * 8)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    if array.null_count:
+        valid = array.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+    else:
+        valid = np.ones(rows, np.uint8)
+    return BinaryColumn(offsets, data, valid)
+
+
+def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
+    """Encoder columns for every row of ``table`` (rows of one partition, in order).
+
+    Null timestamps become ``now_ms`` (a producer stamps the send time); negative ones are
+    refused as a producer refuses them.
+    """
+    rows = table.num_rows
+    names = table.column_names
+    values = binary_column(table.column("value"))
+    keys = binary_column(table.column("key")) if "key" in names else BinaryColumn.empty(rows)
+    if "timestamp" in names:
+        column = table.column("timestamp")
+        per_ms = _UNITS_PER_MS[column.type.unit]
+        raw = pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
+        timestamps = raw * 1000 if per_ms == 0 else np.floor_divide(raw, per_ms)
+        if column.null_count:
+            valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+            timestamps = np.where(valid, timestamps, now_ms)
+        timestamps = timestamps.astype(np.int64, copy=False)
+        if rows and timestamps.min() < 0:
+            row = int(np.argmax(timestamps < 0))
+            raise InvalidInputError(
+                f"row {row}: timestamp {int(timestamps[row])} ms is before 1970; Kafka needs "
+                "timestamps >= 0 (or null for the write time)"
+            )
+    else:
+        timestamps = np.full(rows, now_ms, np.int64)
+    header_rows = np.zeros(rows + 1, np.int64)
+    header_keys = header_values = BinaryColumn.empty(0)
+    if "headers" in names:
+        headers = table.column("headers")
+        counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy()
+        np.cumsum(counts, out=header_rows[1:])
+        flat = pc.list_flatten(headers)
+        if isinstance(flat, pa.ChunkedArray):
+            flat = flat.combine_chunks() if flat.num_chunks != 1 else flat.chunk(0)
+        if len(flat):
+            if flat.null_count:
+                raise InvalidInputError("headers hold a null entry; use {key, value: null}")
+            hk, hv = pc.struct_field(flat, "key"), pc.struct_field(flat, "value")
+            if hk.null_count:
+                raise InvalidInputError("a header key is null; Kafka header keys are strings")
+            header_keys, header_values = binary_column(hk), binary_column(hv)
+    return RecordColumns(timestamps, keys, values, header_rows, header_keys, header_values)
+
+
+# --------------------------------------------------------------------------------------------
+# Partitioning
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def murmur2(offsets: np.ndarray, data: np.ndarray, out: np.ndarray) -> None:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c) of each key, as a signed int32."""
+    m = np.uint32(0x5BD1E995)
+    for i in range(out.shape[0]):
+        start = offsets[i]
+        length = offsets[i + 1] - start
+        h = np.uint32(0x9747B28C) ^ np.uint32(length)
+        full = length & ~3
+        for j in range(0, full, 4):
+            k = (
+                np.uint32(data[start + j])
+                | (np.uint32(data[start + j + 1]) << np.uint32(8))
+                | (np.uint32(data[start + j + 2]) << np.uint32(16))
+                | (np.uint32(data[start + j + 3]) << np.uint32(24))
+            )
+            k = np.uint32(k * m)
+            k ^= k >> np.uint32(24)
+            k = np.uint32(k * m)
+            h = np.uint32(h * m)
+            h ^= k
+        rest = length & 3
+        if rest == 3:
+            h ^= np.uint32(data[start + full + 2]) << np.uint32(16)
+        if rest >= 2:
+            h ^= np.uint32(data[start + full + 1]) << np.uint32(8)
+        if rest >= 1:
+            h ^= np.uint32(data[start + full])
+            h = np.uint32(h * m)
+        h ^= h >> np.uint32(13)
+        h = np.uint32(h * m)
+        h ^= h >> np.uint32(15)
+        out[i] = np.int32(h)
+
+
+def key_partitions(keys: BinaryColumn, num_partitions: int, spread_start: int) -> np.ndarray:
+    """Kafka's default partitioner: ``toPositive(murmur2(key)) % n`` for keyed rows; null keys
+    are spread round-robin from ``spread_start``."""
+    rows = len(keys.valid)
+    hashes = np.empty(rows, np.int32)
+    murmur2(keys.offsets, keys.data, hashes)
+    out = (hashes.astype(np.int64) & 0x7FFFFFFF) % num_partitions
+    nulls = np.flatnonzero(keys.valid == 0)
+    out[nulls] = (spread_start + np.arange(len(nulls))) % num_partitions
+    return out

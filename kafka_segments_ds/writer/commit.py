@@ -1,0 +1,525 @@
+"""The driver side of a write: job setup, the commit that lays out segments, abort, recovery.
+
+Protocol (the same on every filesystem pyarrow.fs opens):
+
+1. ``prepare_job`` picks a staging directory ``<target>/.kafkasegments-staging-<job id>``.
+2. Tasks write chunk files under it (:mod:`kafka_segments_ds.writer.task`); failed, retried and
+   speculative attempts leave files there that no commit message names, so they are never used.
+3. ``commit_job`` gives each chunk its base offset (per topic-partition, chunks in task order,
+   after the existing log in ``append`` mode), lays the entries out in segments exactly as a broker
+   appending them would (rolls, ``.index``/``.timeindex``), all still inside the staging
+   directory. Nothing under the target has changed so far; ``abort_job`` just deletes staging.
+4. It then writes a journal (``_COMMIT.json``) listing what to delete (``overwrite``: the written
+   topics' partition directories) and which files to move where, and applies it: deletions, then
+   moves (index files before their ``.log``), then removes the staging directory.
+
+Once the journal exists the commit is decided: an interrupted commit is finished by
+:func:`recover` (idempotent) and never rolled back. While a journal exists, :func:`plan_scan`
+refuses to read the log dir, so readers of this package see the target before or after a
+commit, never in between — on object stores too, where a "move" is a copy and a delete.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import struct
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from kafka_segments_ds.errors import (
+    CommitInProgressError,
+    CorruptSegmentError,
+    InvalidOptionError,
+    OutputExistsError,
+)
+from kafka_segments_ds.fs import display_path, read_range, resolve
+from kafka_segments_ds.index import encode_offset_index, encode_time_index, parse_offset_index
+from kafka_segments_ds.layout import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    discover,
+    parse_partition_dir_name,
+    segment_file_name,
+)
+from kafka_segments_ds.records.batches import require_complete, scan_entries
+from kafka_segments_ds.records.builder import encode_legacy_message
+from kafka_segments_ds.records.compression import CODEC_MASK, compress, decompress
+from kafka_segments_ds.writer.options import INT32_MAX, WriteOptions
+from kafka_segments_ds.writer.task import ChunkResult, JobSpec, TaskResult
+
+STAGING_PREFIX = ".kafkasegments-staging-"
+JOURNAL = "_COMMIT.json"
+COPY_BLOCK_BYTES = 8 << 20  # entries copied from a chunk to a segment in runs of about this
+_ENTRY_HEAD = struct.Struct(">qi")
+
+
+# --------------------------------------------------------------------------------------------
+# Job setup
+# --------------------------------------------------------------------------------------------
+
+
+def prepare_job(
+    path: str, options: WriteOptions, overwrite: bool
+) -> tuple[JobSpec, pafs.FileSystem]:
+    """Validate the target and describe the job for the tasks (driver)."""
+    filesystem, root = resolve(str(path), options.storage_options())
+    root = root.rstrip("/") or "/"
+    info = filesystem.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        raise InvalidOptionError(f"{display_path(filesystem, root)} is a file; give a directory")
+    existing = existing_partitions(filesystem, root)
+    if info.type == pafs.FileType.Directory:
+        _refuse_pending(filesystem, root)
+        _refuse_partition_dir(filesystem, root)
+    topic = options.topic
+    if options.error_if_topic_exists and topic is not None and topic in existing:
+        raise OutputExistsError(
+            f"topic {topic!r} already exists in {display_path(filesystem, root)} "
+            "(errorIfTopicExists=true)"
+        )
+    counts = {name: options.num_partitions or (max(parts) + 1) for name, parts in existing.items()}
+    if topic is not None and options.num_partitions:
+        counts[topic] = options.num_partitions
+    job = JobSpec(
+        root=root,
+        staging=f"{root}/{STAGING_PREFIX}{uuid.uuid4().hex}",
+        options=options,
+        now_ms=int(time.time() * 1000),
+        partition_counts=counts,
+        overwrite=overwrite,
+    )
+    return job, filesystem
+
+
+def existing_partitions(filesystem: pafs.FileSystem, root: str) -> dict[str, dict[int, str]]:
+    """``topic -> partition -> directory`` of the plain partition directories under ``root``."""
+    found: dict[str, dict[int, str]] = defaultdict(dict)
+    selector = pafs.FileSelector(root, allow_not_found=True)
+    for entry in filesystem.get_file_info(selector):
+        if entry.type != pafs.FileType.Directory:
+            continue
+        parsed = parse_partition_dir_name(entry.base_name)
+        if parsed is not None:
+            found[parsed[0]][parsed[1]] = entry.path
+    return dict(found)
+
+
+def _refuse_partition_dir(filesystem: pafs.FileSystem, root: str) -> None:
+    for entry in filesystem.get_file_info(pafs.FileSelector(root)):
+        if entry.type == pafs.FileType.File and entry.base_name.endswith(LOG_SUFFIX):
+            raise InvalidOptionError(
+                f"{display_path(filesystem, root)} holds segment files: it is a partition "
+                "directory; give the log dir that holds the <topic>-<partition> directories"
+            )
+
+
+def pending_commits(filesystem: pafs.FileSystem, root: str) -> list[str]:
+    """Journals of commits in progress (or interrupted) in the log dir ``root``."""
+    selector = pafs.FileSelector(root, allow_not_found=True)
+    found = []
+    for entry in filesystem.get_file_info(selector):
+        if entry.type == pafs.FileType.Directory and entry.base_name.startswith(STAGING_PREFIX):
+            journal = f"{entry.path}/{JOURNAL}"
+            if filesystem.get_file_info(journal).type == pafs.FileType.File:
+                found.append(journal)
+    return sorted(found)
+
+
+def _refuse_pending(filesystem: pafs.FileSystem, root: str) -> None:
+    journals = pending_commits(filesystem, root)
+    if journals:
+        raise CommitInProgressError(
+            f"a kafkasegments write is committing into {display_path(filesystem, root)} "
+            f"(journal {display_path(filesystem, journals[0])}); retry when it is done, or, if "
+            "no job is running, finish it with kafka_segments_ds.recover(path)"
+        )
+
+
+def check_readable(filesystem: pafs.FileSystem, path: str) -> None:
+    """Refuse to read ``path`` (a log dir or a partition dir in one) during a commit."""
+    path = path.rstrip("/") or "/"
+    if filesystem.get_file_info(path).type != pafs.FileType.Directory:
+        return
+    _refuse_pending(filesystem, path)
+    if parse_partition_dir_name(posixpath.basename(path)) is not None:
+        _refuse_pending(filesystem, posixpath.dirname(path))
+
+
+# --------------------------------------------------------------------------------------------
+# Segment layout
+# --------------------------------------------------------------------------------------------
+
+
+class _SegmentLog:
+    """Writes entries into segments of one partition directory as a broker's appends would."""
+
+    def __init__(self, filesystem: pafs.FileSystem, directory: str, options: WriteOptions):
+        self.fs = filesystem
+        self.directory = directory
+        self.opts = options
+        self.max_index_entries = options.segment_index_bytes // 8
+        self.max_time_entries = options.segment_index_bytes // 12
+        self.stream: Any = None
+        self.bases: list[int] = []
+
+    def _open(self, base: int) -> None:
+        self.base = base
+        self.bases.append(base)
+        self.stream = self.fs.open_output_stream(
+            f"{self.directory}/{segment_file_name(base, LOG_SUFFIX)}"
+        )
+        self.size = 0
+        self.bytes_since_entry = 0
+        self.first_max_ts: int | None = None
+        self.max_ts = -1
+        self.offset_of_max = base
+        self.index: tuple[list[int], list[int]] = ([], [])
+        self.times: tuple[list[int], list[int]] = ([], [])
+
+    def needs_roll(self, size: int, last_offset: int, max_ts: int) -> bool:
+        """Kafka's roll rules before an append (FORMAT.md §7.3; no jitter)."""
+        if self.stream is None:
+            return True
+        if self.size == 0:
+            return False
+        first = self.first_max_ts
+        return (
+            self.size > self.opts.segment_bytes - size
+            or (first is not None and first >= 0 and max_ts - first > self.opts.segment_ms)
+            or len(self.index[0]) >= self.max_index_entries
+            or len(self.times[0]) >= self.max_time_entries - 1
+            or last_offset - self.base > INT32_MAX
+        )
+
+    def roll(self, base: int) -> None:
+        if self.stream is not None:
+            self._close()
+        self._open(base)
+
+    def account(self, size: int, last_offset: int, max_ts: int) -> None:
+        """Index bookkeeping for one entry appended at the current end (LogSegment.append)."""
+        if self.first_max_ts is None:
+            self.first_max_ts = max_ts
+        if max_ts > self.max_ts:
+            self.max_ts = max_ts
+            self.offset_of_max = last_offset
+        if self.bytes_since_entry > self.opts.index_interval_bytes:
+            self.index[0].append(last_offset)
+            self.index[1].append(self.size)
+            self._time_entry()
+            self.bytes_since_entry = 0
+        self.bytes_since_entry += size
+        self.size += size
+
+    def _time_entry(self) -> None:
+        times, offsets = self.times
+        if self.max_ts > (times[-1] if times else -1):
+            times.append(self.max_ts)
+            offsets.append(self.offset_of_max)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.stream.write(data)
+
+    def _close(self) -> None:
+        self.stream.close()
+        self._time_entry()  # the entry a broker adds when the segment rolls or closes
+        base = self.base
+        offsets = np.asarray(self.index[0], np.int64), np.asarray(self.index[1], np.int64)
+        times = np.asarray(self.times[0], np.int64), np.asarray(self.times[1], np.int64)
+        for suffix, data in (
+            (INDEX_SUFFIX, encode_offset_index(offsets, base)),
+            (TIME_INDEX_SUFFIX, encode_time_index(times, base)),
+        ):
+            with self.fs.open_output_stream(
+                f"{self.directory}/{segment_file_name(base, suffix)}"
+            ) as out:
+                out.write(data)
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self._close()
+            self.stream = None
+
+
+def _rebase_offsets(buffer: bytearray, positions: np.ndarray, delta: int) -> None:
+    """Add ``delta`` to the int64 offset field at each entry start in ``buffer``."""
+    if delta == 0 or not len(positions):
+        return
+    data = np.frombuffer(buffer, np.uint8)
+    idx = (positions[:, None] + np.arange(8)).ravel()
+    values = data[idx].view(">i8") + delta
+    data[idx] = values.astype(">i8").view(np.uint8)
+
+
+def _rebase_magic0_wrapper(entry: bytes, delta: int, where: str) -> bytes:
+    """A magic-0 compressed wrapper stores absolute inner offsets: rebuild it with them moved."""
+    offset, _ = _ENTRY_HEAD.unpack_from(entry)
+    attributes = entry[17]
+    key_length = struct.unpack_from(">i", entry, 18)[0]
+    key = None if key_length < 0 else entry[22 : 22 + key_length]
+    at = 22 + max(key_length, 0)
+    value_length = struct.unpack_from(">i", entry, at)[0]
+    payload = entry[at + 4 : at + 4 + value_length]
+    codec = attributes & CODEC_MASK
+    inner = bytearray(decompress(codec, payload, magic=0))
+    positions = []
+    pos = 0
+    while pos + 12 <= len(inner):
+        positions.append(pos)
+        pos += 12 + _ENTRY_HEAD.unpack_from(inner, pos)[1]
+    if pos != len(inner):
+        raise CorruptSegmentError("staged magic-0 wrapper does not frame", path=where)
+    _rebase_offsets(inner, np.asarray(positions, np.int64), delta)
+    return encode_legacy_message(
+        offset=offset + delta,
+        magic=0,
+        key=key,
+        value=compress(codec, inner, magic=0),
+        attributes=attributes,
+    )
+
+
+def _copy_chunk(
+    filesystem: pafs.FileSystem, chunk: ChunkResult, base: int, log: _SegmentLog
+) -> None:
+    """Append a staged chunk's entries, offsets moved up by ``base``, to the partition log."""
+    reencode = chunk.magic == 0 and chunk.compressed
+    count = len(chunk.sizes)
+    sizes = chunk.sizes.tolist()
+    firsts = (chunk.first_offsets + base).tolist()
+    lasts = (chunk.last_offsets + base).tolist()
+    max_ts = chunk.max_timestamps.tolist()
+    with filesystem.open_input_stream(chunk.path) as source:
+
+        def flush(run: list[int]) -> None:
+            if not run:
+                return
+            length = sum(sizes[i] for i in run)
+            data = bytearray(source.read(length))
+            if len(data) != length:
+                raise CorruptSegmentError(
+                    f"staged chunk is short: wanted {length} bytes, got {len(data)}",
+                    path=chunk.path,
+                )
+            starts = np.cumsum([0] + [sizes[i] for i in run[:-1]]).astype(np.int64)
+            _rebase_offsets(data, starts, base)
+            log.write(data)
+            run.clear()
+
+        run: list[int] = []
+        run_bytes = 0
+        for i in range(count):
+            entry: bytes | None = None
+            size = sizes[i]
+            if reencode:
+                flush(run)
+                raw = source.read(size)
+                entry = _rebase_magic0_wrapper(raw, base, chunk.path)
+                size = len(entry)
+            if log.needs_roll(size, lasts[i], max_ts[i]):
+                flush(run)
+                run_bytes = 0
+                log.roll(firsts[i])
+            log.account(size, lasts[i], max_ts[i])
+            if entry is not None:
+                log.write(entry)
+                continue
+            run.append(i)
+            run_bytes += size
+            if run_bytes >= COPY_BLOCK_BYTES:
+                flush(run)
+                run_bytes = 0
+        flush(run)
+
+
+# --------------------------------------------------------------------------------------------
+# Existing logs (append mode)
+# --------------------------------------------------------------------------------------------
+
+
+def log_end_offset(filesystem: pafs.FileSystem, directory: str) -> tuple[int, list[str]]:
+    """The next offset of an existing partition log, and the files of an empty last segment
+    whose name the next segment will take (to be replaced)."""
+    partitions = discover(directory, filesystem)
+    if not partitions or not partitions[0].segments:
+        return 0, []
+    segments = partitions[0].segments
+    last = segments[-1]
+    if last.size == 0:
+        prefix = last.path[: -len(LOG_SUFFIX)]
+        stale = [last.path] + [
+            prefix + suffix
+            for suffix, present in (
+                (INDEX_SUFFIX, last.index_path),
+                (TIME_INDEX_SUFFIX, last.timeindex_path),
+                (TXN_INDEX_SUFFIX, last.txnindex_path),
+            )
+            if present
+        ]
+        return last.base_offset, stale
+    start = 0
+    if last.index_path:
+        data = read_range(filesystem, last.index_path, 0, last.index_size)
+        index = parse_offset_index(memoryview(data), last.base_offset, last.size)
+        if len(index):
+            start = int(index.positions[-1])
+    tail = read_range(filesystem, last.path, start, last.size - start)
+    table = scan_entries(memoryview(tail))
+    where = display_path(filesystem, last.path)
+    try:
+        require_complete(table, len(tail), where)
+    except CorruptSegmentError as err:
+        raise CorruptSegmentError(
+            "cannot append after a damaged or partly written segment (check it with "
+            "kafka-segments verify)",
+            path=where,
+            position=start + table.valid_bytes,
+        ) from err
+    if not len(table.last_offsets):
+        return last.base_offset, []
+    return int(table.last_offsets[-1]) + 1, []
+
+
+# --------------------------------------------------------------------------------------------
+# Commit, abort, recovery
+# --------------------------------------------------------------------------------------------
+
+
+def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.FileSystem) -> None:
+    """Lay out and publish the chunks of ``results`` (one per successful task)."""
+    fs = filesystem
+    opts = job.options
+    chunks: dict[tuple[str, int], list[ChunkResult]] = defaultdict(list)
+    for result in sorted(results, key=lambda r: r.task_id):
+        for chunk in result.chunks:
+            if chunk.records:
+                chunks[(chunk.topic, chunk.partition)].append(chunk)
+    existing = existing_partitions(fs, job.root)
+    written = {topic for topic, _ in chunks} | ({opts.topic} if opts.topic else set())
+    clash = sorted(written & set(existing))
+    if opts.error_if_topic_exists and clash:
+        raise OutputExistsError(
+            f"topic {clash[0]!r} already exists in {display_path(fs, job.root)} "
+            "(errorIfTopicExists=true)"
+        )
+    wanted = set(chunks)
+    for topic in written:  # a written topic has all its partitions, empty ones included
+        wanted.update((topic, p) for p in range(job.partitions_of(topic)))
+    out_root = f"{job.staging}/out"
+    delete_dirs: list[str] = []
+    delete_files: list[str] = []
+    moves: list[tuple[str, str]] = []
+    create_dirs: list[str] = []
+    if job.overwrite:
+        for topic in sorted(written & set(existing)):
+            delete_dirs.extend(existing[topic][p] for p in sorted(existing[topic]))
+    for topic, partition in sorted(wanted):
+        name = f"{topic}-{partition}"
+        target = f"{job.root}/{name}"
+        current = None if job.overwrite else existing.get(topic, {}).get(partition)
+        if current is not None and (topic, partition) not in chunks:
+            continue  # append mode: an existing partition that gets no rows stays as it is
+        start, stale = log_end_offset(fs, current) if current is not None else (0, [])
+        delete_files.extend(stale)
+        staged = f"{out_root}/{name}"
+        fs.create_dir(staged, recursive=True)
+        log = _SegmentLog(fs, staged, opts)
+        base = start
+        for chunk in chunks.get((topic, partition), ()):
+            _copy_chunk(fs, chunk, base, log)
+            base += chunk.records
+        if not log.bases:
+            log.roll(start)  # an empty partition has one empty segment, as Kafka creates it
+        log.close()
+        create_dirs.append(target)
+        for segment_base in log.bases:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # the .log last
+                file_name = segment_file_name(segment_base, suffix)
+                moves.append((f"{staged}/{file_name}", f"{target}/{file_name}"))
+    journal = {
+        "version": 1,
+        "delete_dirs": delete_dirs,
+        "delete_files": delete_files,
+        "create_dirs": create_dirs,
+        "moves": moves,
+        "deleted": False,
+    }
+    _write_journal(fs, job.staging, journal)
+    apply_journal(fs, job.staging, journal)
+
+
+def _write_journal(fs: pafs.FileSystem, staging: str, journal: dict[str, Any]) -> None:
+    temporary = f"{staging}/{JOURNAL}.tmp"
+    with fs.open_output_stream(temporary) as out:
+        out.write(json.dumps(journal).encode())
+    fs.move(temporary, f"{staging}/{JOURNAL}")
+
+
+def _exists(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def apply_journal(fs: pafs.FileSystem, staging: str, journal: dict[str, Any]) -> None:
+    """Carry out a decided commit; safe to repeat after an interruption at any point."""
+    if not journal["deleted"]:
+        for directory in journal["delete_dirs"]:
+            if _exists(fs, directory):
+                fs.delete_dir(directory)
+        for path in journal["delete_files"]:
+            if _exists(fs, path):
+                fs.delete_file(path)
+        journal["deleted"] = True
+        _write_journal(fs, staging, journal)
+    for directory in journal["create_dirs"]:
+        fs.create_dir(directory, recursive=True)
+    for source, target in journal["moves"]:
+        if _exists(fs, source):
+            fs.move(source, target)
+    fs.delete_dir(staging)
+
+
+def abort_job(job: JobSpec, filesystem: pafs.FileSystem) -> None:
+    """Undo an uncommitted job: the target is left exactly as before (staging removed).
+
+    A job whose journal was written is past its decision point and is finished instead.
+    """
+    if _exists(filesystem, f"{job.staging}/{JOURNAL}"):
+        _recover_staging(filesystem, job.staging)
+    elif _exists(filesystem, job.staging):
+        filesystem.delete_dir(job.staging)
+
+
+def _recover_staging(fs: pafs.FileSystem, staging: str) -> None:
+    with fs.open_input_stream(f"{staging}/{JOURNAL}") as stream:
+        journal = json.loads(stream.read())
+    apply_journal(fs, staging, journal)
+
+
+def recover(path: str, **storage: str) -> list[str]:
+    """Finish interrupted commits in the log dir ``path`` and remove abandoned staging
+    directories (of jobs that never reached their commit). Returns what was done.
+
+    Only run it when no write job is running against ``path``.
+    """
+    fs, root = resolve(str(path), storage)
+    root = root.rstrip("/") or "/"
+    done = []
+    for entry in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if entry.type != pafs.FileType.Directory or not entry.base_name.startswith(STAGING_PREFIX):
+            continue
+        if _exists(fs, f"{entry.path}/{JOURNAL}"):
+            _recover_staging(fs, entry.path)
+            done.append(f"finished commit {entry.base_name}")
+        else:
+            fs.delete_dir(entry.path)
+            done.append(f"removed abandoned staging {entry.base_name}")
+    return done
