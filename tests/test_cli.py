@@ -191,12 +191,16 @@ def test_dump_index_zero_tail_summary(
     assert "zero-filled tail" in summary["problem"]
 
 
-def test_dump_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    writer = PartitionWriter(tmp_path / "gappy-3")
+def write_gappy(directory: Path) -> None:
+    writer = PartitionWriter(directory)
     writer.append(encode_batch([RecordSpec(value=b"a"), RecordSpec(value=b"b")], base_offset=0), 1)
     writer.append(encode_batch([RecordSpec(value=b"c")], base_offset=10), 10)
     writer.append(encode_batch([RecordSpec(value=b"d")], base_offset=11), 11)
     writer.roll()
+
+
+def test_dump_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_gappy(tmp_path / "gappy-3")
     _, out, _ = run(capsys, "dump", str(tmp_path / "gappy-3"), "--gaps")
     rows = jsonl(out)
     assert [r.get("offset") for r in rows] == [0, 1, None, 10, 11]
@@ -206,6 +210,43 @@ def test_dump_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, "dump", str(tmp_path / "gappy-3"), "--gaps", "--shallow")
     gaps = [r["gap"] for r in jsonl(out) if "gap" in r]
     assert gaps == [{"topic": "gappy", "partition": 3, "after": 1, "next": 10}]
+    assert "batchBaseOffset" not in jsonl(out)[0]
+
+    _, out, _ = run(
+        capsys, "dump", str(tmp_path / "gappy-3"), "--gaps", "--shallow", "--include-metadata"
+    )
+    rows = jsonl(out)
+    assert [r.get("batchBaseOffset") for r in rows] == [0, None, 10, 11]
+    assert rows[1] == {"gap": {"topic": "gappy", "partition": 3, "after": 1, "next": 10}}
+
+
+def test_dump_gaps_across_reads_and_partitions(
+    sample: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # small read chunks: the previous offset must carry over from one Arrow batch to the next
+    _, out, _ = run(capsys, "dump", str(sample), "--gaps", "--option", "readChunkBytes=4096")
+    rows = jsonl(out)
+    expected = []
+    last: dict[tuple[str, int], int] = {}
+    for row in table_rows(read_table(sample)):
+        tp = (row["topic"], row["partition"])
+        if tp in last and row["offset"] > last[tp] + 1:
+            gap = {"topic": tp[0], "partition": tp[1], "after": last[tp], "next": row["offset"]}
+            expected.append(gap)
+        last[tp] = row["offset"]
+    assert len(expected) >= 2  # the transaction markers of orders-0 and orders-1
+    assert [r["gap"] for r in rows if "gap" in r] == expected
+    assert len(rows) == len(expected) + sum(1 for r in rows if "offset" in r)
+
+
+def test_verify_counts_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_gappy(tmp_path / "gappy-3")
+    status, out, _ = run(capsys, "verify", str(tmp_path / "gappy-3"))
+    assert status == 0
+    assert out.splitlines()[0] == (
+        f"OK {tmp_path / 'gappy-3' / SEGMENT0}.log: 3 batches, 4 records, last offset 11, "
+        "1 offset gap (non-consecutive offsets, first after 1)"
+    )
 
 
 def test_write_lines_broken_pipe() -> None:

@@ -113,7 +113,8 @@ def _verify_log(
 ) -> tuple[str, str, str]:
     opts: dict[str, Any] = {**options, "mode": "FAILFAST", "verifyChecksums": True}
     previous = segment.base_offset - 1
-    records = 0
+    records = gaps = 0
+    first_gap: int | None = None
     try:
         for arrow_batch in iter_batches(shown, ["offset", "position"], **opts):
             offsets = arrow_batch.column("offset").to_numpy()
@@ -130,6 +131,12 @@ def _verify_log(
                     f"offset {int(offsets[i])} at byte position {where} does "
                     f"not increase (previous {previous if i == 0 else int(offsets[i - 1])})",
                 )
+            # a step > 1 between records is a gap (compaction, control records), not an error
+            jumps = np.flatnonzero(steps[1 if records == 0 else 0 :] > 1)
+            if len(jumps) and first_gap is None:
+                at = int(jumps[0]) + (1 if records == 0 else 0)
+                first_gap = previous if at == 0 else int(offsets[at - 1])
+            gaps += len(jumps)
             previous = int(offsets[-1])
             records += len(offsets)
     except KafkaSegmentsError as err:
@@ -143,6 +150,9 @@ def _verify_log(
     details = f"{entries} batches, {records} records"
     if records:
         details += f", last offset {previous}"
+    if gaps:
+        plural = "s" if gaps > 1 else ""
+        details += f", {gaps} offset gap{plural} (non-consecutive offsets, first after {first_gap})"
     if warnings:
         return ("WARN", shown, f"{details}; " + "; ".join(warnings))
     return ("OK", shown, details)
