@@ -1,7 +1,7 @@
 """Read Apache Kafka log segment files (``.log`` + indexes) directly into Arrow and Spark.
 
-Public API: :func:`read_table`, :func:`iter_batches`, :func:`register` and the exceptions in
-:mod:`kafka_segments_ds.errors`.
+Public API: :func:`read_table`, :func:`iter_batches`, :func:`write_table`, :func:`recover`,
+:func:`register` and the exceptions in :mod:`kafka_segments_ds.errors`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_segments_ds.errors import (
     ChecksumError,
+    CommitInProgressError,
     CorruptIndexError,
     CorruptSegmentError,
     DataLossError,
+    InvalidInputError,
     InvalidOptionError,
     KafkaSegmentsError,
     LimitExceededError,
@@ -30,9 +32,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ChecksumError",
+    "CommitInProgressError",
     "CorruptIndexError",
     "CorruptSegmentError",
     "DataLossError",
+    "InvalidInputError",
     "InvalidOptionError",
     "KafkaSegmentsError",
     "LimitExceededError",
@@ -42,7 +46,9 @@ __all__ = [
     "__version__",
     "iter_batches",
     "read_table",
+    "recover",
     "register",
+    "write_table",
 ]
 
 
@@ -140,3 +146,19 @@ def read_table(
     )
     batches = list(iter_batches(path, list(cols), **options))
     return pa.Table.from_batches(batches, schema=arrow_schema(cols))
+
+
+def write_table(
+    data: Any, path: str | os.PathLike[str], *, mode: str = "append", **options: Any
+) -> None:
+    """Write Arrow data as Kafka log segments; see :func:`kafka_segments_ds.writer.write_table`."""
+    from kafka_segments_ds.writer import write_table as write
+
+    write(data, path, mode=mode, **options)
+
+
+def recover(path: str | os.PathLike[str], **storage: str) -> list[str]:
+    """Finish interrupted commits under a log dir; see :func:`kafka_segments_ds.writer.recover`."""
+    from kafka_segments_ds.writer import recover as finish
+
+    return finish(os.fspath(path), **storage)

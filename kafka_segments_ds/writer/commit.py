@@ -411,9 +411,12 @@ def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.Fil
             f"topic {clash[0]!r} already exists in {display_path(fs, job.root)} "
             "(errorIfTopicExists=true)"
         )
+    # A written topic has partitions 0..n-1 (as many as hashing used, or as the highest
+    # partition written needs), empty ones included.
     wanted = set(chunks)
-    for topic in written:  # a written topic has all its partitions, empty ones included
-        wanted.update((topic, p) for p in range(job.partitions_of(topic)))
+    for topic in written:
+        count = max([job.partitions_of(topic)] + [p + 1 for t, p in chunks if t == topic])
+        wanted.update((topic, p) for p in range(count))
     out_root = f"{job.staging}/out"
     delete_dirs: list[str] = []
     delete_files: list[str] = []

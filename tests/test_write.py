@@ -1,0 +1,469 @@
+"""write_table: layout, segment rolls, indexes, modes, atomic commit, input errors (no Spark)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+from kafka_segments_ds import (
+    CommitInProgressError,
+    CorruptSegmentError,
+    InvalidInputError,
+    InvalidOptionError,
+    OutputExistsError,
+    read_table,
+    recover,
+    write_table,
+)
+from kafka_segments_ds import writer as writer_module
+from kafka_segments_ds.index import parse_offset_index, parse_time_index, rebuild_indexes
+from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.writer import commit as commit_module
+
+T0 = 1_700_000_000_000
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def records(count: int, *, start: int = 0, step_ms: int = 1000) -> pa.Table:
+    ids = range(start, start + count)
+    return pa.table(
+        {
+            "key": pa.array([None if i % 5 == 0 else b"k%d" % (i % 7) for i in ids], pa.binary()),
+            "value": pa.array([b"value-%06d-" % i + b"x" * (i % 50) for i in ids], pa.binary()),
+            "timestamp": pa.array([T0 + i * step_ms for i in ids], pa.timestamp("ms", tz="UTC")),
+        }
+    )
+
+
+def listing(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with a hash of its bytes."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def segment_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.log"))
+
+
+def rows(table: pa.Table, *names: str) -> list[tuple]:
+    return list(zip(*(table.column(n).to_pylist() for n in names), strict=True))
+
+
+# --------------------------------------------------------------------------------------------
+# Layout, offsets, rolls, indexes
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+def test_round_trip_every_magic_and_codec(tmp_path: Path, magic: int, codec: str) -> None:
+    table = records(700)
+    write_table(table, tmp_path, topic="orders", compression=codec, magic=magic, batchBytes=2000)
+    got = read_table(tmp_path)
+    assert got.column("offset").to_pylist() == list(range(700))
+    assert got.column("partition").to_pylist() == [0] * 700
+    assert got.column("topic").to_pylist() == ["orders"] * 700
+    assert rows(got, "key", "value") == rows(table, "key", "value")
+    expected_ts = [T0 + i * 1000 for i in range(700)] if magic else [None] * 700
+    got_ts = [
+        None if t is None else int(t.timestamp() * 1000)
+        for t in got.column("timestamp").to_pylist()
+    ]
+    assert got_ts == expected_ts
+    assert got.column("timestampType").to_pylist() == ([0] * 700 if magic else [-1] * 700)
+    metadata = read_table(tmp_path, iteration="shallow", includeMetadata=True)
+    assert set(metadata.column("magic").to_pylist()) == {magic}
+
+
+def test_zstd_round_trip_with_headers(tmp_path: Path) -> None:
+    table = records(300).append_column(
+        "headers",
+        pa.array(
+            [
+                [{"key": "h", "value": b"%d" % i}, {"key": "ключ", "value": None}] if i % 2 else []
+                for i in range(300)
+            ],
+            HEADER_TYPE,
+        ),
+    )
+    write_table(table, tmp_path, topic="z", compression="zstd", compressionLevel=5)
+    got = read_table(tmp_path, includeHeaders=True)
+    expected = [[("h", b"%d" % i), ("ключ", None)] if i % 2 else [] for i in range(300)]
+    assert [
+        [(h["key"], h["value"]) for h in hs] for hs in got.column("headers").to_pylist()
+    ] == expected
+
+
+def test_zstd_and_headers_refused_for_legacy_magic(tmp_path: Path) -> None:
+    with pytest.raises(InvalidOptionError, match="zstd needs magic 2"):
+        write_table(records(3), tmp_path, topic="t", compression="zstd", magic=1)
+    headers = pa.array([[{"key": "a", "value": b"1"}], [], []], HEADER_TYPE)
+    with pytest.raises(InvalidInputError, match="magic 1 has no record headers"):
+        write_table(records(3).append_column("headers", headers), tmp_path, topic="t", magic=1)
+    assert listing(tmp_path) == {}
+
+
+def test_segments_roll_at_segment_bytes_and_indexes_match_broker_recovery(tmp_path: Path) -> None:
+    write_table(
+        records(5000),
+        tmp_path,
+        topic="t",
+        segmentBytes=40_000,
+        indexIntervalBytes=3000,
+        batchBytes=1500,
+    )
+    segments = segment_files(tmp_path / "t-0")
+    assert len(segments) > 5
+    next_base = None
+    for path in segments:
+        data = path.read_bytes()
+        base = int(path.name[:20])
+        table = scan_entries(data)
+        assert table.valid_bytes == len(data)
+        assert len(data) <= 40_000
+        # the first batch starts at the base offset, and each segment continues the previous
+        assert int(table.last_offsets[0]) >= base
+        if next_base is not None:
+            assert base == next_base
+        next_base = int(table.last_offsets[-1]) + 1
+        # Index files equal what a 2.0+ broker's recovery rebuilds, trimmed (no zero tail).
+        offset_index, time_index = rebuild_indexes(data, base, 3000)
+        assert path.with_suffix(".index").read_bytes() == offset_index
+        assert path.with_suffix(".timeindex").read_bytes() == time_index
+        parsed = parse_offset_index(path.with_suffix(".index").read_bytes(), base, len(data))
+        assert parsed.ignored == 0 and len(parsed) > 0 and int(parsed.positions[0]) > 0
+        times = parse_time_index(path.with_suffix(".timeindex").read_bytes(), base)
+        # the roll/close entry carries the segment's max timestamp
+        assert int(times.timestamps[-1]) == int(table.max_timestamps.max())
+    assert next_base == 5000
+
+
+def test_segment_ms_rolls_by_record_time(tmp_path: Path) -> None:
+    # one record per minute, segments of at most 10 minutes after their first batch
+    write_table(
+        records(100, step_ms=60_000), tmp_path, topic="t", segmentMs=600_000, batchRecords=1
+    )
+    bases = [int(p.name[:20]) for p in segment_files(tmp_path / "t-0")]
+    assert bases == list(range(0, 100, 11))
+
+
+def test_segment_index_bytes_rolls_when_the_index_is_full(tmp_path: Path) -> None:
+    # 24 bytes: three offset entries, one time entry plus the reserved roll slot
+    write_table(
+        records(200),
+        tmp_path,
+        topic="t",
+        segmentIndexBytes=24,
+        indexIntervalBytes=0,
+        batchRecords=10,
+    )
+    for path in segment_files(tmp_path / "t-0"):
+        assert len(path.with_suffix(".index").read_bytes()) <= 24
+        assert len(path.with_suffix(".timeindex").read_bytes()) <= 24
+    assert len(read_table(tmp_path)) == 200
+
+
+def test_keyed_rows_hash_and_null_keys_spread(tmp_path: Path) -> None:
+    table = records(1000)
+    write_table(table, tmp_path, topic="t", numPartitions=4)
+    got = read_table(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["t-0", "t-1", "t-2", "t-3"]
+    by_key: dict[bytes, set[int]] = {}
+    for key, partition in rows(got, "key", "partition"):
+        if key is not None:
+            by_key.setdefault(key, set()).add(partition)
+    assert all(len(parts) == 1 for parts in by_key.values())
+    null_parts = [p for k, p in rows(got, "key", "partition") if k is None]
+    assert sorted(set(null_parts)) == [0, 1, 2, 3]
+    for partition in range(4):
+        part = got.filter(pa.compute.equal(got.column("partition"), partition))
+        assert part.column("offset").to_pylist() == list(range(part.num_rows))
+        # input order is kept inside each partition
+        ids = [int(v[6:12]) for v in part.column("value").to_pylist()]
+        assert ids == sorted(ids)
+
+
+def test_topic_and_partition_columns(tmp_path: Path) -> None:
+    table = pa.table(
+        {
+            "topic": ["a", "b", None, "a"],
+            "partition": pa.array([2, None, 0, 2], pa.int32()),
+            "value": ["1", "2", "3", "4"],
+        }
+    )
+    write_table(table, tmp_path, topic="c")
+    got = read_table(tmp_path)
+    assert rows(got, "topic", "partition", "offset", "value") == [
+        ("a", 2, 0, b"1"),
+        ("a", 2, 1, b"4"),
+        ("b", 0, 0, b"2"),
+        ("c", 0, 0, b"3"),
+    ]
+    # every partition of a written topic exists, empty ones as one empty segment
+    assert sorted(os.listdir(tmp_path)) == ["a-0", "a-1", "a-2", "b-0", "c-0"]
+    assert [p.name for p in (tmp_path / "a-0").iterdir()] != []
+    assert (tmp_path / "a-0" / "00000000000000000000.log").stat().st_size == 0
+
+
+def test_log_append_time_and_null_timestamps(tmp_path: Path) -> None:
+    table = pa.table({"value": ["a", "b"], "timestamp": pa.array([T0, None], pa.timestamp("ms"))})
+    write_table(table, tmp_path / "create", topic="t")
+    got = read_table(tmp_path / "create")
+    stamps = [int(t.timestamp() * 1000) for t in got.column("timestamp").to_pylist()]
+    assert stamps[0] == T0 and stamps[1] > T0  # null: the write time
+    write_table(table, tmp_path / "append", topic="t", timestampType="LogAppendTime")
+    got = read_table(tmp_path / "append")
+    assert got.column("timestampType").to_pylist() == [1, 1]
+    stamps = [int(t.timestamp() * 1000) for t in got.column("timestamp").to_pylist()]
+    assert stamps[0] == stamps[1] > T0
+
+
+# --------------------------------------------------------------------------------------------
+# Modes
+# --------------------------------------------------------------------------------------------
+
+
+def test_append_continues_offsets_and_segments(tmp_path: Path) -> None:
+    write_table(records(100), tmp_path, topic="t", compression="lz4")
+    write_table(records(50, start=100), tmp_path, topic="t", magic=1)
+    got = read_table(tmp_path)
+    assert got.column("offset").to_pylist() == list(range(150))
+    assert rows(got, "value") == rows(records(150), "value")
+    assert [p.name for p in segment_files(tmp_path / "t-0")] == [
+        "00000000000000000000.log",
+        "00000000000000000100.log",
+    ]
+
+
+def test_append_replaces_an_empty_last_segment(tmp_path: Path) -> None:
+    write_table(records(0), tmp_path, topic="t")  # the topic exists, with one empty segment
+    assert listing(tmp_path).keys() == {
+        "t-0/00000000000000000000.log",
+        "t-0/00000000000000000000.index",
+        "t-0/00000000000000000000.timeindex",
+    }
+    write_table(records(10), tmp_path, topic="t")
+    assert read_table(tmp_path).column("offset").to_pylist() == list(range(10))
+    assert len(segment_files(tmp_path / "t-0")) == 1
+
+
+def test_append_refuses_a_damaged_tail_and_changes_nothing(tmp_path: Path) -> None:
+    write_table(records(100), tmp_path, topic="t")
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    with log.open("ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x64\x00\x00\x01\x00")  # a torn entry header
+    before = listing(tmp_path)
+    with pytest.raises(CorruptSegmentError, match="cannot append after a damaged"):
+        write_table(records(10), tmp_path, topic="t")
+    assert listing(tmp_path) == before
+
+
+def test_overwrite_replaces_only_the_topics_written(tmp_path: Path) -> None:
+    write_table(records(100), tmp_path, topic="keep", numPartitions=2)
+    write_table(records(100), tmp_path, topic="gone", numPartitions=3)
+    kept = {k: v for k, v in listing(tmp_path).items() if k.startswith("keep-")}
+    write_table(records(7), tmp_path, mode="overwrite", topic="gone", numPartitions=1)
+    assert sorted(os.listdir(tmp_path)) == ["gone-0", "keep-0", "keep-1"]
+    assert {k: v for k, v in listing(tmp_path).items() if k.startswith("keep-")} == kept
+    got = read_table(tmp_path, subscribe="gone")
+    assert got.column("offset").to_pylist() == list(range(7))
+
+
+def test_error_if_topic_exists(tmp_path: Path) -> None:
+    write_table(records(5), tmp_path, topic="t")
+    before = listing(tmp_path)
+    with pytest.raises(OutputExistsError, match="topic 't' already exists"):
+        write_table(records(5), tmp_path, topic="t", errorIfTopicExists=True)
+    with pytest.raises(OutputExistsError):  # found at commit when the topic is a column
+        write_table(
+            records(5).append_column("topic", pa.array(["t"] * 5)),
+            tmp_path,
+            errorIfTopicExists=True,
+        )
+    assert listing(tmp_path) == before
+    write_table(records(5), tmp_path, topic="u", errorIfTopicExists=True)
+    assert sorted(os.listdir(tmp_path)) == ["t-0", "u-0"]
+
+
+# --------------------------------------------------------------------------------------------
+# Atomicity
+# --------------------------------------------------------------------------------------------
+
+
+def _failing_batches(table: pa.Table, fail_after: int):  # type: ignore[no-untyped-def]
+    for i, batch in enumerate(table.to_batches(max_chunksize=100)):
+        if i == fail_after:
+            raise RuntimeError("task failed mid-write")
+        yield batch
+
+
+def test_failure_mid_write_leaves_the_target_unchanged(tmp_path: Path) -> None:
+    write_table(records(100), tmp_path, topic="t")
+    before = listing(tmp_path)
+    with pytest.raises(RuntimeError, match="task failed mid-write"):
+        write_table(_failing_batches(records(1000), 5), tmp_path, topic="t")
+    assert listing(tmp_path) == before
+    assert sorted(os.listdir(tmp_path)) == ["t-0"]  # no staging left behind
+
+
+def test_interrupted_commit_blocks_readers_and_recover_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_table(records(100), tmp_path, topic="old")
+    write_table(records(100), tmp_path, topic="t", numPartitions=2)
+    real_apply = commit_module.apply_journal
+
+    class CrashingFs:
+        """The real filesystem, except that the fourth file move fails (the driver dies)."""
+
+        def __init__(self, inner: pafs.FileSystem) -> None:
+            self.inner = inner
+            self.moves = 0
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(self.inner, name)
+
+        def move(self, source: str, target: str) -> None:
+            if not source.endswith(".tmp"):
+                self.moves += 1
+                if self.moves == 4:
+                    raise OSError("driver lost")
+            self.inner.move(source, target)
+
+    monkeypatch.setattr(
+        commit_module, "apply_journal", lambda fs, *a: real_apply(CrashingFs(fs), *a)
+    )
+    monkeypatch.setattr(writer_module, "abort_job", lambda *a: None)  # the driver is gone
+    with pytest.raises(OSError, match="driver lost"):
+        write_table(records(300), tmp_path, topic="t", mode="overwrite", numPartitions=3)
+    monkeypatch.undo()
+    with pytest.raises(CommitInProgressError, match=r"kafka_segments_ds\.recover"):
+        read_table(tmp_path)
+    with pytest.raises(CommitInProgressError):
+        read_table(tmp_path / "t-0")
+    with pytest.raises(CommitInProgressError):
+        write_table(records(1), tmp_path, topic="x")
+    done = recover(tmp_path)
+    assert len(done) == 1 and done[0].startswith("finished commit")
+    got = read_table(tmp_path, subscribe="t")
+    assert got.num_rows == 300
+    assert sorted(os.listdir(tmp_path)) == ["old-0", "t-0", "t-1", "t-2"]
+    assert recover(tmp_path) == []
+
+
+def test_abort_after_the_journal_rolls_forward(tmp_path: Path) -> None:
+    job, fs = commit_module.prepare_job(str(tmp_path), commit_module.WriteOptions(topic="t"), False)
+    from kafka_segments_ds.writer.task import TaskWriter
+
+    writer = TaskWriter(job, 0, fs)
+    writer.write(records(10))
+    result = writer.finish()
+    real_apply = commit_module.apply_journal
+    commit_module.apply_journal = lambda *a: (_ for _ in ()).throw(OSError("boom"))  # type: ignore[assignment]
+    try:
+        with pytest.raises(OSError, match="boom"):
+            commit_module.commit_job(job, [result], fs)
+    finally:
+        commit_module.apply_journal = real_apply  # type: ignore[assignment]
+    commit_module.abort_job(job, fs)
+    assert read_table(tmp_path).column("offset").to_pylist() == list(range(10))
+    assert sorted(os.listdir(tmp_path)) == ["t-0"]
+
+
+def test_recover_removes_abandoned_staging(tmp_path: Path) -> None:
+    job, fs = commit_module.prepare_job(str(tmp_path), commit_module.WriteOptions(topic="t"), False)
+    from kafka_segments_ds.writer.task import TaskWriter
+
+    TaskWriter(job, 3, fs).write(records(10))
+    assert len(os.listdir(tmp_path)) == 1
+    assert read_table(tmp_path).num_rows == 0  # staging alone is invisible to readers
+    done = recover(tmp_path)
+    assert len(done) == 1 and done[0].startswith("removed abandoned staging")
+    assert os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Input errors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (pa.table({"key": [b"k"]}), "a 'value' column"),
+        (
+            pa.table({"value": [b"v"], "offset": [1]}),
+            "unknown column 'offset' .the writer assigns it",
+        ),
+        (pa.table({"value": [b"v"], "colour": [1]}), "unknown column 'colour'"),
+        (pa.table({"value": [1]}), "column 'value' must be binary or string, not int64"),
+        (pa.table({"value": [b"v"], "partition": ["0"]}), "column 'partition' must be int"),
+        (pa.table({"value": [b"v"], "partition": [-3]}), "partition -3 is not in"),
+        (pa.table({"value": [b"v"], "topic": ["../etc"]}), "'../etc' is not a valid Kafka topic"),
+        (pa.table({"value": [b"v"], "topic": ["a" * 250]}), "Kafka allows 249"),
+        (
+            pa.table({"value": [b"v"], "timestamp": pa.array([-5], pa.timestamp("ms"))}),
+            "timestamp -5 ms is before 1970",
+        ),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(
+    tmp_path: Path, table: pa.Table, message: str
+) -> None:
+    with pytest.raises((InvalidInputError, InvalidOptionError), match=message):
+        write_table(table, tmp_path, topic="t")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": ".."}, "not a valid Kafka topic"),
+        ({"topic": "t", "compression": "brotli"}, "compression must be one of"),
+        ({"topic": "t", "compression": "snappy", "compressionLevel": 3}, "applies to gzip, lz4"),
+        ({"topic": "t", "compression": "gzip", "compressionLevel": 10}, "must be <= 9"),
+        ({"topic": "t", "magic": 3}, "magic must be one of"),
+        ({"topic": "t", "segmentBytes": 10}, "segmentBytes must be >= 14"),
+        ({"topic": "t", "numPartitions": 0}, "numPartitions must be >= 1"),
+        ({"topic": "t", "timestampType": "LogAppendTime", "magic": 0}, "magic 0 has no timestamps"),
+        ({"topic": "t", "startingOffsets": "earliest"}, "unknown write option 'startingOffsets'"),
+    ],
+)
+def test_bad_options(tmp_path: Path, options: dict, message: str) -> None:
+    with pytest.raises(InvalidOptionError, match=message):
+        write_table(records(1), tmp_path, **options)
+
+
+def test_no_topic_and_a_partition_directory_as_target(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="no topic"):
+        write_table(records(1), tmp_path)
+    write_table(records(1), tmp_path, topic="t")
+    with pytest.raises(InvalidOptionError, match="is a partition directory"):
+        write_table(records(1), tmp_path / "t-0", topic="t")
+    with pytest.raises(InvalidOptionError, match="mode must be append or overwrite"):
+        write_table(records(1), tmp_path, topic="t", mode="errorifexists")
+
+
+def test_large_input_spans_several_encode_rounds(tmp_path: Path) -> None:
+    # > CHUNK_FLUSH_BYTES of rows in one partition: batches cut across encode rounds stay full
+    count = 60_000
+    values = np.arange(count)
+    table = pa.table({"value": pa.array([b"%08d" % v + b"y" * 92 for v in values.tolist()])})
+    write_table(table, tmp_path, topic="big", compression="lz4")
+    got = read_table(tmp_path, iteration="shallow", includeMetadata=True)
+    counts = (
+        np.asarray(got.column("batchLastOffset")) - np.asarray(got.column("batchBaseOffset")) + 1
+    )
+    assert int(counts.sum()) == count
+    assert (counts[:-1] == counts[0]).all()  # every batch but the last is equally full
+    deep = read_table(tmp_path)
+    assert deep.column("value").to_pylist() == table.column("value").to_pylist()
