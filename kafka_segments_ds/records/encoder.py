@@ -11,27 +11,25 @@ encode_batch` (one :class:`RecordSpec` at a time); tests check the two agree byt
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 from numba import njit, prange
 
 from kafka_segments_ds.records.compression import CompressionType, compress
-from kafka_segments_ds.records.kernels import _copy_bytes
+from kafka_segments_ds.records.crc_kernels import crc32c_range
+from kafka_segments_ds.records.kernels import _copy_bytes, use_threads
 from kafka_segments_ds.records.v2 import CRC_START, TIMESTAMP_TYPE_MASK
 
 V2_HEADER_SIZE = 61
 BATCH_LENGTH_BASE = V2_HEADER_SIZE - 12  # batchLength counts from partitionLeaderEpoch on
-_CRC = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
 class BinaryColumn:
     """A nullable binary column as numpy arrays: row i is ``data[offsets[i]:offsets[i + 1]]``."""
 
-    offsets: np.ndarray  # int64, n + 1 (need not start at 0)
+    offsets: np.ndarray  # int32 or int64, n + 1 (need not start at 0)
     data: np.ndarray  # uint8
     valid: np.ndarray  # uint8, n; 0 = null
 
@@ -91,8 +89,15 @@ class EncodedBatches:
 
 @njit(cache=True, inline="always")
 def _varint_size(zigzagged: np.uint64) -> int:
-    size = 1
-    while zigzagged >= 0x80:
+    if zigzagged < 0x80:
+        return 1
+    if zigzagged < 0x4000:
+        return 2
+    if zigzagged < 0x200000:
+        return 3
+    size = 4
+    zigzagged >>= np.uint64(28)
+    while zigzagged > 0:
         zigzagged >>= np.uint64(7)
         size += 1
     return size
@@ -238,8 +243,15 @@ def encode_records(
     hv_data: np.ndarray,
     hv_valid: np.ndarray,
     out: np.ndarray,
+    header: tuple,  # type: ignore[type-arg]
 ) -> None:
-    """Write batch b's records at ``region_positions[b]`` (sizes from :func:`plan_batches`)."""
+    """Write batch b's records at ``region_positions[b]`` (sizes from :func:`plan_batches`).
+
+    With a non-empty ``header`` (the arguments of :func:`_write_header` after the position)
+    the records follow their header in place: write the header and the CRC too, while the
+    batch is still in cache.
+    """
+    plain = len(header[0]) > 0
     for b in prange(batches):
         pos = region_positions[b]
         first = batch_starts[b]
@@ -257,6 +269,13 @@ def encode_records(
             for h in range(h0, h1):
                 pos = _put_key(out, pos, hk_off, hk_data, h)
                 pos = _put_blob(out, pos, hv_off, hv_data, hv_valid, h)
+        if plain:
+            start = region_positions[b] - V2_HEADER_SIZE
+            _write_header(
+                out, start, b, header[0], header[1], header[2], header[3], header[4],
+                header[5], header[6], header[7], header[8], header[9], header[10],
+            )  # fmt: skip
+            _put_be(out, start + 17, np.int64(crc32c_range(out, start + CRC_START, pos)), 4)
 
 
 @njit(cache=True, inline="always")
@@ -274,10 +293,11 @@ def _put_be(out: np.ndarray, pos: int, value: np.int64, width: int) -> None:
         out[pos + width - 1 - j] = np.uint8((value >> np.int64(8 * j)) & np.int64(0xFF))
 
 
-@njit(cache=True)
-def write_headers(
+@njit(cache=True, inline="always")
+def _write_header(
     out: np.ndarray,
-    header_positions: np.ndarray,
+    p: int,
+    b: int,
     base_offsets: np.ndarray,
     region_lengths: np.ndarray,
     attributes: int,
@@ -290,21 +310,31 @@ def write_headers(
     producer_epoch: int,
     base_sequence: int,
 ) -> None:
-    """Write every batch's 61-byte header except the CRC (FORMAT.md §4.1)."""
-    for b in range(header_positions.shape[0]):
-        p = header_positions[b]
-        _put_be(out, p, base_offsets[b], 8)
-        _put_be(out, p + 8, np.int64(BATCH_LENGTH_BASE + region_lengths[b]), 4)
-        _put_be(out, p + 12, np.int64(leader_epoch), 4)
-        out[p + 16] = 2
-        _put_be(out, p + 21, np.int64(attributes), 2)
-        _put_be(out, p + 23, last_offset_deltas[b], 4)
-        _put_be(out, p + 27, base_timestamps[b], 8)
-        _put_be(out, p + 35, max_timestamps[b], 8)
-        _put_be(out, p + 43, np.int64(producer_id), 8)
-        _put_be(out, p + 51, np.int64(producer_epoch), 2)
-        _put_be(out, p + 53, np.int64(base_sequence), 4)
-        _put_be(out, p + 57, record_counts[b], 4)
+    """Write batch b's 61-byte header at ``p``, except the CRC (FORMAT.md §4.1)."""
+    _put_be(out, p, base_offsets[b], 8)
+    _put_be(out, p + 8, np.int64(BATCH_LENGTH_BASE + region_lengths[b]), 4)
+    _put_be(out, p + 12, np.int64(leader_epoch), 4)
+    out[p + 16] = 2
+    _put_be(out, p + 21, np.int64(attributes), 2)
+    _put_be(out, p + 23, last_offset_deltas[b], 4)
+    _put_be(out, p + 27, base_timestamps[b], 8)
+    _put_be(out, p + 35, max_timestamps[b], 8)
+    _put_be(out, p + 43, np.int64(producer_id), 8)
+    _put_be(out, p + 51, np.int64(producer_epoch), 2)
+    _put_be(out, p + 53, np.int64(base_sequence), 4)
+    _put_be(out, p + 57, record_counts[b], 4)
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def write_headers(out: np.ndarray, positions: np.ndarray, sizes: np.ndarray, header: tuple) -> None:  # type: ignore[type-arg]
+    """Write every batch's header at ``positions`` and its CRC-32C over the complete batch."""
+    for b in prange(positions.shape[0]):
+        p = positions[b]
+        _write_header(
+            out, p, b, header[0], header[1], header[2], header[3], header[4], header[5],
+            header[6], header[7], header[8], header[9], header[10],
+        )  # fmt: skip
+        _put_be(out, p + 17, np.int64(crc32c_range(out, p + CRC_START, p + sizes[b])), 4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,14 +342,29 @@ def write_headers(
 # --------------------------------------------------------------------------------------------
 
 
+def _buffer(size: int, reuse: list[np.ndarray] | None) -> np.ndarray:
+    """``size`` bytes from the caller's reusable buffer (grown as needed), else a new array."""
+    if reuse is None:
+        return np.empty(size, np.uint8)
+    if not reuse or len(reuse[0]) < size:
+        reuse[:] = [np.empty(max(size, 2 * len(reuse[0]) if reuse else size), np.uint8)]
+    return reuse[0][:size]
+
+
 def encode_v2(
-    columns: RecordColumns, settings: BatchSettings, first_offset: int = 0
+    columns: RecordColumns,
+    settings: BatchSettings,
+    first_offset: int = 0,
+    buffers: tuple[list[np.ndarray], list[np.ndarray]] | None = None,
 ) -> EncodedBatches:
     """Encode all rows of ``columns`` into magic-2 batches, offsets from ``first_offset``.
 
     Returns every batch, the last one possibly smaller than ``batch_bytes`` (the caller decides
-    whether to keep it or carry its rows over to the next call).
+    whether to keep it or carry its rows over to the next call). ``buffers``: two holders of
+    reusable arrays (scratch, output) that spare a writer fresh memory (page faults) on every
+    call; the result's ``data`` then stays valid only until the next call with them.
     """
+    scratch_reuse, out_reuse = buffers if buffers is not None else (None, None)
     rows = columns.rows
     empty = np.zeros(0, np.int64)
     if rows == 0:
@@ -357,70 +402,43 @@ def encode_v2(
         attributes |= TIMESTAMP_TYPE_MASK
         max_ts = np.full(count, settings.log_append_time, np.int64)
     compressed = settings.compression != CompressionType.NONE
-    # Uncompressed: records go straight behind their header in the output. Compressed: into a
-    # scratch buffer of record regions, each compressed on its own afterwards.
+    base_offsets = firsts + first_offset
+    header_fields = (
+        attributes, counts - 1, base_ts, max_ts, counts, settings.leader_epoch,
+        settings.producer_id, settings.producer_epoch, settings.base_sequence,
+    )  # fmt: skip
+    # Uncompressed: records go straight behind their header, which the same kernel writes and
+    # checksums. Compressed: records into a scratch buffer of regions, each compressed after.
     if compressed:
         region_positions = np.concatenate(([0], np.cumsum(region_sizes)[:-1])).astype(np.int64)
-        scratch = np.empty(int(region_sizes.sum()), np.uint8)
+        scratch = _buffer(int(region_sizes.sum()), scratch_reuse)
+        header = (empty, empty, *header_fields)
     else:
         sizes = region_sizes + V2_HEADER_SIZE
         positions = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
         region_positions = positions + V2_HEADER_SIZE
-        scratch = np.empty(int(sizes.sum()), np.uint8)
+        scratch = _buffer(int(sizes.sum()), out_reuse)
+        header = (base_offsets, region_sizes, *header_fields)
+    use_threads(len(scratch))
     encode_records(
-        count,
-        batch_starts,
-        region_positions,
-        body_sizes,
-        columns.timestamps,
-        keys.offsets,
-        keys.data,
-        keys.valid,
-        values.offsets,
-        values.data,
-        values.valid,
-        columns.header_rows,
-        hk.offsets,
-        hk.data,
-        hv.offsets,
-        hv.data,
-        hv.valid,
-        scratch,
-    )
-    header_args = (
-        attributes,
-        counts - 1,
-        base_ts,
-        max_ts,
-        counts,
-        settings.leader_epoch,
-        settings.producer_id,
-        settings.producer_epoch,
-        settings.base_sequence,
-    )
-    base_offsets = firsts + first_offset
+        count, batch_starts, region_positions, body_sizes, columns.timestamps,
+        keys.offsets, keys.data, keys.valid, values.offsets, values.data, values.valid,
+        columns.header_rows, hk.offsets, hk.data, hv.offsets, hv.data, hv.valid, scratch, header,
+    )  # fmt: skip
     if not compressed:
-        write_headers(scratch, positions, base_offsets, region_sizes, *header_args)
-        view = memoryview(scratch)
-        for p, s in zip(positions.tolist(), sizes.tolist(), strict=True):
-            _CRC.pack_into(scratch, p + 17, crc32c.crc32c(view[p + CRC_START : p + s]))
         return EncodedBatches(scratch.data, positions, sizes, firsts, lasts, max_ts)
 
-    payloads = []
     view = memoryview(scratch)
-    for start, length in zip(region_positions.tolist(), region_sizes.tolist(), strict=True):
-        payloads.append(
-            compress(settings.compression, view[start : start + length], level=settings.level)
-        )
+    payloads = [
+        compress(settings.compression, view[start : start + length], level=settings.level)
+        for start, length in zip(region_positions.tolist(), region_sizes.tolist(), strict=True)
+    ]
     payload_sizes = np.fromiter((len(p) for p in payloads), np.int64, count)
     sizes = payload_sizes + V2_HEADER_SIZE
     positions = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-    out = np.empty(int(sizes.sum()), np.uint8)
-    write_headers(out, positions, base_offsets, payload_sizes, *header_args)
+    out = _buffer(int(sizes.sum()), out_reuse)
     view = memoryview(out)
     for p, payload in zip(positions.tolist(), payloads, strict=True):
-        start = p + V2_HEADER_SIZE
-        view[start : start + len(payload)] = payload
-        crc = crc32c.crc32c(view[p + CRC_START : start])
-        _CRC.pack_into(out, p + 17, crc32c.crc32c(payload, crc))
+        view[p + V2_HEADER_SIZE : p + V2_HEADER_SIZE + len(payload)] = payload
+    write_headers(out, positions, sizes, (base_offsets, payload_sizes, *header_fields))
     return EncodedBatches(out.data, positions, sizes, firsts, lasts, max_ts)

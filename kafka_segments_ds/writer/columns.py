@@ -72,15 +72,17 @@ def check_write_schema(schema: pa.Schema) -> None:
 
 
 def binary_column(array: pa.Array | pa.ChunkedArray) -> BinaryColumn:
-    """A binary/string Arrow array as (int64 offsets, data, validity) numpy arrays (no copy
-    of the data for non-chunked input)."""
+    """A binary/string Arrow array as (offsets, data, validity) numpy arrays, without copying
+    offsets or data (for non-chunked input); offsets are int32 or int64 as Arrow holds them."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
-    if not pa.types.is_large_binary(array.type):
-        array = array.cast(pa.large_binary())
+    large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
+    width = 8 if large else 4  # the kernels take int32 and int64 offsets as they come
     rows = len(array)
     _, offsets_buf, data_buf = array.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int64, rows + 1, array.offset * 8)
+    offsets = np.frombuffer(
+        offsets_buf, np.int64 if large else np.int32, rows + 1, array.offset * width
+    )
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     if array.null_count:
         valid = array.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)

@@ -193,6 +193,7 @@ class _Chunk:
         self.written = 0  # bytes in the staged file
         self.next_offset = 0  # chunk-relative offset of the next record
         self.meta: list[tuple[np.ndarray, ...]] = []
+        self.buffers: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # encoder memory
 
     def add(self, table: pa.Table) -> None:
         self.pending.append(table)
@@ -207,7 +208,7 @@ class _Chunk:
         columns = record_columns(table, job.now_ms)
         magic = job.options.magic
         if magic == 2:
-            encoded = encode_v2(columns, settings, self.next_offset)
+            encoded = encode_v2(columns, settings, self.next_offset, self.buffers)
         else:
             encoded = encode_legacy(columns, magic, settings, self.next_offset)
         # Unless final, the last batch may not be full: its rows are encoded again with later rows.
