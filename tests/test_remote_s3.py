@@ -113,3 +113,37 @@ def test_s3_corruption_names_the_s3_object(s3, tmp_path: Path) -> None:  # type:
         ksd.read_table(f"s3://{BUCKET}/broken", **storage)
     assert info.value.path == f"s3://{BUCKET}/broken/t-0/00000000000000000000.log"
     assert (info.value.position, info.value.offset) == (len(good), 1)
+
+
+def test_s3_write_round_trip_and_overwrite(s3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    filesystem, options = s3
+    target = f"s3://{BUCKET}/written"
+    table = pa.table({"key": [b"a", b"b", None] * 100, "value": [b"v%d" % i for i in range(300)]})
+    ksd.write_table(table, target, topic="t", numPartitions=2, compression="lz4", **options)
+    got = ksd.read_table(target, **options)
+    assert sorted(got.column("value").to_pylist()) == sorted(table.column("value").to_pylist())
+    for partition in (0, 1):
+        offsets = [
+            o
+            for o, p in zip(
+                got.column("offset").to_pylist(), got.column("partition").to_pylist(), strict=True
+            )
+            if p == partition
+        ]
+        assert offsets == list(range(len(offsets)))
+    ksd.write_table(
+        table.slice(0, 5), target, mode="overwrite", topic="t", numPartitions=1, **options
+    )
+    names = sorted(
+        i.path
+        for i in filesystem.get_file_info(pafs.FileSelector(f"{BUCKET}/written", recursive=True))
+    )
+    assert names == [
+        f"{BUCKET}/written/t-0",
+        f"{BUCKET}/written/t-0/00000000000000000000.index",
+        f"{BUCKET}/written/t-0/00000000000000000000.log",
+        f"{BUCKET}/written/t-0/00000000000000000000.timeindex",
+    ]  # the old partition 1 and every staging object are gone
+    assert ksd.read_table(target, **options).column("offset").to_pylist() == [0, 1, 2, 3, 4]
