@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from kafka_segments_ds import read_table
-from kafka_segments_ds.cli.jsonl import jsonl_text
+from kafka_segments_ds.cli.jsonl import jsonl_bytes
 from kafka_segments_ds.samples import write_sample_log_dir
 from kafka_segments_ds.schema import HEADER_TYPE, TIMESTAMP_TYPE
 
@@ -27,6 +27,10 @@ TRICKY = [
     b'{"a": [1, 2.5, null], "b": "x"}',
     b"\x7f del",
 ]
+
+
+def jsonl_text(arrow_batch: pa.RecordBatch, key: str, value: str) -> str:
+    return bytes(jsonl_bytes(arrow_batch, key, value)).decode()
 
 
 def reference(row: dict, key: str, value: str) -> str:

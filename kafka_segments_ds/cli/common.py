@@ -17,8 +17,8 @@ from kafka_segments_ds.fs import resolve
 from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover, segment_file_name
 
 PROG = "kafka-segments"
-# Lines are written in chunks of about this many characters (one flush per chunk, not per line).
-WRITE_CHUNK_CHARS = 1 << 16
+# Lines are written in chunks of about this many bytes (one flush per chunk, not per line).
+WRITE_CHUNK_BYTES = 1 << 16
 
 
 class PipeClosed(Exception):
@@ -30,28 +30,44 @@ def write_lines(lines: Iterable[str], stream: TextIO) -> None:
     write_chunks((line + "\n" for line in lines), stream)
 
 
-def write_chunks(chunks: Iterable[str], stream: TextIO) -> None:
+def write_chunks(chunks: Iterable[str | bytes | memoryview], stream: TextIO) -> None:
     """Write text chunks (each ends with a newline), flushing about every 64 KiB.
 
     Small chunks are gathered so that ``dump`` does not pay a system call per line, yet a slow
-    producer of lines (a progress-sized read) still shows its output as it goes.
+    producer of lines (a progress-sized read) still shows its output as it goes. Binary chunks
+    (UTF-8) go to the stream's binary buffer when it has one, skipping a decode.
     """
-    pending: list[str] = []
+    pending: list[bytes | memoryview] = []
     size = 0
     try:
         for chunk in chunks:
-            pending.append(chunk)
-            size += len(chunk)
-            if size >= WRITE_CHUNK_CHARS:
-                stream.write("".join(pending))
-                stream.flush()
+            data = chunk.encode() if isinstance(chunk, str) else chunk
+            if len(data) >= WRITE_CHUNK_BYTES:  # big enough on its own: no copy into a join
+                _write_bytes(b"".join(pending), stream)
+                _write_bytes(data, stream)
                 pending.clear()
                 size = 0
-        if pending:
-            stream.write("".join(pending))
-        stream.flush()
+                continue
+            pending.append(data)
+            size += len(data)
+            if size >= WRITE_CHUNK_BYTES:
+                _write_bytes(b"".join(pending), stream)
+                pending.clear()
+                size = 0
+        _write_bytes(b"".join(pending), stream)
     except BrokenPipeError as err:
         raise PipeClosed from err
+
+
+def _write_bytes(data: bytes | memoryview, stream: TextIO) -> None:
+    binary = getattr(stream, "buffer", None)
+    if binary is None:
+        stream.write(bytes(data).decode())
+        stream.flush()
+    else:
+        stream.flush()  # text written before must come first
+        binary.write(data)
+        binary.flush()
 
 
 def render_bytes(data: bytes | None, encoding: str) -> Any:

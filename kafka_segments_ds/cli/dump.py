@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import cut, iso, render_bytes, write_chunks, write_lines
 from kafka_segments_ds.cli.dump_files import FILE_SUFFIXES, dump_file
-from kafka_segments_ds.cli.jsonl import jsonl_text
+from kafka_segments_ds.cli.jsonl import jsonl_bytes
 from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_for
 from kafka_segments_ds.schema import default_columns
@@ -105,7 +105,9 @@ def _columns(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return shown, shown + [c for c in helpers if c not in shown]
 
 
-def dump_chunks(args: argparse.Namespace, path: str, budget: list[int]) -> Iterator[str]:
+def dump_chunks(
+    args: argparse.Namespace, path: str, budget: list[int]
+) -> Iterator[str | memoryview]:
     """Text for the records (or batches) under ``path``; ``budget`` holds the rows left."""
     shown, read = _columns(args)
     last_seen: dict[tuple[Any, Any], int] = {}
@@ -179,11 +181,13 @@ def _runs(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def _format(arrow_batch: pa.RecordBatch, shown: list[str], args: argparse.Namespace) -> str:
+def _format(
+    arrow_batch: pa.RecordBatch, shown: list[str], args: argparse.Namespace
+) -> str | memoryview:
     """Text for a slice of rows (of one topic-partition or several)."""
     decoder = _decoder(arrow_batch, args.decoder)
     if decoder is None and args.format == "jsonl":
-        return jsonl_text(arrow_batch.select(shown), args.key, args.value)
+        return jsonl_bytes(arrow_batch.select(shown), args.key, args.value)
     return "".join(_format_row(row, shown, args, decoder) + "\n" for row in _rows(arrow_batch))
 
 

@@ -29,7 +29,8 @@ def add_arguments(stats: argparse.ArgumentParser) -> None:
 def partition_stats(
     filesystem: pafs.FileSystem, part: PartitionLog, options: dict[str, str]
 ) -> dict[str, Any]:
-    """Counts for one partition: three streamed reads (shallow, deep, deep read_committed)."""
+    """Counts for one partition: streamed reads (shallow, deep, and deep read_committed when
+    there are transactional batches: without them nothing can be aborted)."""
     paths = [display_path(filesystem, s.path) for s in part.segments]
     stats: dict[str, Any] = {
         "topic": part.topic,
@@ -62,10 +63,12 @@ def partition_stats(
         if first is None:
             first, first_ts = offsets[0].as_py(), micros[0].as_py()
         last, last_ts = offsets[-1].as_py(), micros[-1].as_py()
-    committed = 0
-    committed_opts = {**options, "isolationLevel": "read_committed"}
-    for arrow_batch in iter_batches(paths, ["offset"], **committed_opts):
-        committed += arrow_batch.num_rows
+    committed = stats["records"]
+    if transactional:
+        committed = 0
+        committed_opts = {**options, "isolationLevel": "read_committed"}
+        for arrow_batch in iter_batches(paths, ["offset"], **committed_opts):
+            committed += arrow_batch.num_rows
     stats.update(
         codecs=dict(sorted(codecs.items())),
         compression_ratio_approximate=round(payload / stored, 3) if stored else None,
