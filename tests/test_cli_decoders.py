@@ -774,3 +774,41 @@ def test_dump_damaged_internal_record(tmp_path: Path, capsys: pytest.CaptureFixt
     assert rows[1]["decode_error"].startswith("TransactionLogKey v0: field transactional_id")
     assert rows[1]["key"] == (i16(0) + i16(9) + b"tx").decode()
     assert "decode_error" not in rows[0]
+
+
+def test_auto_decoder_on_rows_of_two_topics() -> None:
+    import argparse
+
+    import pyarrow as pa
+
+    from kafka_segments_ds.cli.dump import _format
+
+    arrow_batch = pa.record_batch(
+        {
+            "key": pa.array([offset_key(1), b"k"], pa.binary()),
+            "value": pa.array([None, b"v"], pa.binary()),
+            "topic": pa.array(["__consumer_offsets", "orders"]),
+            "partition": pa.array([0, 0], pa.int32()),
+            "offset": pa.array([5, 6], pa.int64()),
+        }
+    )
+    args = argparse.Namespace(
+        decoder="auto", format="jsonl", key="utf8", value="utf8", mode="FAILFAST"
+    )
+    text = _format(arrow_batch, ["key", "value", "offset"], args)
+    rows = [
+        json.loads(line)
+        for line in (text if isinstance(text, str) else bytes(text).decode()).splitlines()
+    ]
+    assert rows == [
+        {
+            "key": {
+                "type": "offset_commit",
+                "version": 1,
+                "data": {"group": "grp", "topic": "orders", "partition": 3},
+            },
+            "value": None,
+            "offset": 5,
+        },
+        {"key": "k", "value": "v", "offset": 6},
+    ]

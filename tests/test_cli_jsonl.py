@@ -120,3 +120,10 @@ def test_sample_log_dir(tmp_path: Path) -> None:
     for arrow_batch in table.to_batches():
         expected = "".join(reference(row, "utf8", "base64") for row in arrow_batch.to_pylist())
         assert jsonl_text(arrow_batch, "utf8", "base64") == expected
+
+
+def test_integer_edges() -> None:
+    values = [0, -1, 9, 10, -10, 99, 2**63 - 1, -(2**63), None, 1_700_000_000_123]
+    arrow_batch = pa.record_batch({"offset": pa.array(values, pa.int64())})
+    expected = "".join(json.dumps({"offset": v}) + "\n" for v in values)
+    assert jsonl_text(arrow_batch, "utf8", "utf8") == expected

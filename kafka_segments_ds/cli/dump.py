@@ -185,21 +185,15 @@ def _format(
     arrow_batch: pa.RecordBatch, shown: list[str], args: argparse.Namespace
 ) -> str | memoryview:
     """Text for a slice of rows (of one topic-partition or several)."""
-    decoder = _decoder(arrow_batch, args.decoder)
+    topics = pc.unique(arrow_batch.column("topic")).to_pylist()
+    if args.decoder == "auto" and len(topics) > 1 and any(t in TOPICS for t in topics):
+        runs = _runs(arrow_batch.column("topic"), arrow_batch.column("partition"))
+        pieces = [_format(arrow_batch.slice(a, b - a), shown, args) for a, b in runs]
+        return b"".join(p.encode() if isinstance(p, str) else p for p in pieces).decode()
+    decoder = decoder_for(args.decoder, topics[0] if topics else None)
     if decoder is None and args.format == "jsonl":
         return jsonl_bytes(arrow_batch.select(shown), args.key, args.value)
     return "".join(_format_row(row, shown, args, decoder) + "\n" for row in _rows(arrow_batch))
-
-
-def _decoder(arrow_batch: pa.RecordBatch, name: str) -> Decoder | None:
-    if name != "auto":
-        return decoder_for(name, None)
-    topics = pc.unique(arrow_batch.column("topic")).to_pylist()
-    if not any(t in TOPICS for t in topics):
-        return None
-    if len(topics) > 1:
-        raise CorruptSegmentError(f"records of several topics in one read: {topics}")
-    return decoder_for(name, topics[0])
 
 
 def _rows(arrow_batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
