@@ -1,7 +1,7 @@
 """The runnable examples in examples/: each one's ``main`` on small data, checked exactly.
 
 Examples are imported from their files (examples/ is not a package) and run in-process, except
-demo.py and spark_read.py, which run as scripts in a subprocess.
+demo.py, spark_read.py and write_and_read.py, which run as scripts in a subprocess.
 """
 
 from __future__ import annotations
@@ -448,3 +448,29 @@ def test_spark_read_script(tmp_path: Path) -> None:
         assert f"  {topic:<12} {partition:>3} {count:>7}" in lines
     first = read_table(str(log_dir / "orders-0"), ["key"], endingOffsets='{"orders":{"0":1}}')
     assert f"orders-0@0 key={first['key'][0].as_py().decode()} source=web" in done.stdout
+
+
+@pytest.mark.spark
+def test_write_and_read_script(tmp_path: Path) -> None:
+    done = _run_script(["examples/write_and_read.py", str(tmp_path)], timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    written = read_table(str(tmp_path), ["partition", "offset", "key"])
+    assert written.num_rows == 2000
+    lines = done.stdout.splitlines()
+    for partition in range(3):
+        offsets = [
+            o
+            for p, o in zip(
+                written["partition"].to_pylist(), written["offset"].to_pylist(), strict=True
+            )
+            if p == partition
+        ]
+        assert offsets == list(range(len(offsets)))
+        assert f"{partition:>9} {len(offsets):>8}  0..{len(offsets) - 1}" in lines
+    segments = sorted(p.name for p in (tmp_path / "readings-0").glob("*.log"))
+    assert len(segments) > 1
+    assert (
+        f"readings-0: {len(segments)} segments, first {segments[0]}, last {segments[-1]}" in lines
+    )
+    assert "rows written 2000, read back 2000, differing 0" in lines
+    assert 'readings-0@0: {"id":' in done.stdout and "header site" in done.stdout
