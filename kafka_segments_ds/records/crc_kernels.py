@@ -94,11 +94,11 @@ def _crc_hardware(buf: np.ndarray, start: int, end: int) -> np.uint32:
     crc = np.uint64(0xFFFFFFFF)
     pos = start
     while pos + 8 <= end:
-        crc = _crc32c_u64(crc, _load_u64(buf, pos))
+        crc = _crc32c_u64(crc, _load_u64(buf, pos))  # type: ignore[call-arg]
         pos += 8
     small = np.uint32(crc)
     while pos < end:
-        small = _crc32c_u8(small, buf[pos])
+        small = _crc32c_u8(small, buf[pos])  # type: ignore[call-arg]
         pos += 1
     return small ^ np.uint32(0xFFFFFFFF)
 

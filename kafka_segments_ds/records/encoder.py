@@ -428,7 +428,7 @@ def encode_v2(
     if not compressed:
         return EncodedBatches(scratch.data, positions, sizes, firsts, lasts, max_ts)
 
-    view = memoryview(scratch)
+    view = scratch.data
     payloads = [
         compress(settings.compression, view[start : start + length], level=settings.level)
         for start, length in zip(region_positions.tolist(), region_sizes.tolist(), strict=True)
@@ -437,7 +437,7 @@ def encode_v2(
     sizes = payload_sizes + V2_HEADER_SIZE
     positions = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     out = _buffer(int(sizes.sum()), out_reuse)
-    view = memoryview(out)
+    view = out.data
     for p, payload in zip(positions.tolist(), payloads, strict=True):
         view[p + V2_HEADER_SIZE : p + V2_HEADER_SIZE + len(payload)] = payload
     write_headers(out, positions, sizes, (base_offsets, payload_sizes, *header_fields))

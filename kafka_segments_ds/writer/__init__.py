@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
@@ -16,7 +16,7 @@ from kafka_segments_ds.writer.task import TaskWriter
 
 __all__ = ["WriteOptions", "parse_write_options", "recover", "write_table"]
 
-WriteInput = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
+WriteInput: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
 
 
 def write_table(

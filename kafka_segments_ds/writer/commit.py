@@ -97,6 +97,9 @@ def prepare_job(
         partition_counts=counts,
         overwrite=overwrite,
     )
+    # Tasks create their directories in it non-recursively, so a task that starts after
+    # abort_job removed it fails instead of leaving staging files behind.
+    filesystem.create_dir(job.staging, recursive=True)
     return job, filesystem
 
 

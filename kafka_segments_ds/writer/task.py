@@ -122,7 +122,7 @@ def encode_legacy(
     if settings.compression == CompressionType.NONE:
         attributes = TIMESTAMP_TYPE_MASK if append_time is not None and magic == 1 else 0
         for i in range(columns.rows):
-            ts = append_time if attributes else int(stamps[i])
+            ts = int(stamps[i]) if append_time is None or not attributes else append_time
             entries.append(
                 encode_legacy_message(
                     offset=first_offset + i,
@@ -262,7 +262,7 @@ class TaskWriter:
         self.task_id = task_id
         self.fs = filesystem
         self.directory = f"{job.staging}/task-{task_id:05d}-{uuid.uuid4().hex[:12]}"
-        self.fs.create_dir(self.directory, recursive=True)
+        self.fs.create_dir(self.directory, recursive=False)  # fails once the job is aborted
         self.chunks: dict[tuple[str, int], _Chunk] = {}
         self.spread: dict[str, int] = {}  # next round-robin partition for null keys, per topic
         self.checked = False
