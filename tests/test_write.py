@@ -467,3 +467,22 @@ def test_large_input_spans_several_encode_rounds(tmp_path: Path) -> None:
     assert (counts[:-1] == counts[0]).all()  # every batch but the last is equally full
     deep = read_table(tmp_path)
     assert deep.column("value").to_pylist() == table.column("value").to_pylist()
+
+
+def test_retried_and_speculative_attempts_are_never_duplicated(tmp_path: Path) -> None:
+    """Two attempts of task 0 and one of task 1 stage chunks; only the committed ones count."""
+    from kafka_segments_ds.writer.task import TaskWriter
+
+    job, fs = commit_module.prepare_job(str(tmp_path), commit_module.WriteOptions(topic="t"), False)
+    attempts = []
+    for task_id, table in ((0, records(30)), (0, records(30)), (1, records(20, start=30))):
+        writer = TaskWriter(job, task_id, fs)
+        writer.write(table)
+        attempts.append(writer.finish())
+    assert len(os.listdir(job.staging)) == 3
+    # Spark hands the commit one message per task: here the second attempt of task 0 won.
+    commit_module.commit_job(job, [attempts[2], attempts[1]], fs)
+    got = read_table(tmp_path)
+    assert got.column("offset").to_pylist() == list(range(50))
+    assert rows(got, "value") == rows(records(50), "value")
+    assert sorted(os.listdir(tmp_path)) == ["t-0"]  # the losing attempt's files went with staging
