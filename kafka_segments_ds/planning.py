@@ -27,6 +27,7 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.reader import ScanTask, iter_v2_headers, read_task
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.batches import has_valid_checksum
 from kafka_segments_ds.records.compression import decompress
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
@@ -240,16 +241,16 @@ def _segment_tasks(
             index = _load_offset_index(filesystem, seg)
             if index is not None:
                 if start_offset is not None and start_offset > seg.base_offset:
-                    start_position = kidx.lookup_offset(index, start_offset).position
+                    start_position = _verified_start(
+                        filesystem, seg, next_base, index, start_offset
+                    )
                 if end_offset is not None:
                     end_position = kidx.lookup_position_after(index, end_offset)
-                # an index can be stale or damaged: use its positions only where entries start
-                if not _is_entry_start(filesystem, seg, next_base, start_position):
-                    start_position = 0
-                if end_position is not None and not _is_entry_start(
-                    filesystem, seg, next_base, end_position
-                ):
-                    end_position = None
+                    entry = _entry_head(filesystem, seg, next_base, end_position)
+                    # every offset at or after the end position must be >= end_offset: only a
+                    # batch's base offset (or a plain message's offset) says so
+                    if entry is None or entry[1] < end_offset or (entry[0] < 2 and entry[2]):
+                        end_position = None
         if min_timestamp is not None:
             start_position = max(
                 start_position, _position_before_time(filesystem, seg, next_base, min_timestamp)
@@ -277,21 +278,51 @@ def _segment_tasks(
     return tasks
 
 
-def _is_entry_start(
-    filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, position: int
-) -> bool:
-    """Whether a plausible entry (framing, offsets inside the segment) starts at ``position``."""
-    if position == 0:
-        return True
+# Entries up to this size are checksummed before an index position is trusted.
+VERIFY_ENTRY_BYTES = 64 * 1024 * 1024
+
+
+def _entry_head(
+    filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, position: int | None
+) -> tuple[int, int, int] | None:
+    """``(magic, offset field, codec)`` of the entry at ``position`` if one starts there: whole,
+    checksum valid, offsets inside the segment. Index files are not checksummed, so every
+    position taken from one is checked like this before a read starts or ends there."""
+    if position is None:
+        return None
     head = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 61), np.uint8)
     if head.shape[0] < 17:
-        return False
+        return None
     offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
     size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
     magic = int(head[16])
     if magic > 2 or size < (49 if magic == 2 else 14) or position + 12 + size > seg.size:
-        return False
-    return seg.base_offset <= offset and (next_base is None or offset < next_base)
+        return None
+    if not (seg.base_offset <= offset and (next_base is None or offset < next_base)):
+        return None
+    if size + 12 <= VERIFY_ENTRY_BYTES:
+        entry = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 12 + size), np.uint8)
+        if not has_valid_checksum(entry):
+            return None
+    codec = int(head[22 if magic == 2 else 17]) & 0x07
+    return magic, offset, codec
+
+
+def _verified_start(
+    filesystem: pafs.FileSystem,
+    seg: SegmentRef,
+    next_base: int | None,
+    index: kidx.OffsetIndex,
+    target: int,
+) -> int:
+    """Where to start reading for offsets >= ``target``: the index's position if an entry
+    starting at or below ``target`` is there (so nothing before it can reach ``target``),
+    else 0. A v2 batch's offset field is its first offset, a legacy entry's its last."""
+    position = kidx.lookup_offset(index, target).position
+    if position == 0:
+        return 0
+    entry = _entry_head(filesystem, seg, next_base, position)
+    return position if entry is not None and entry[1] <= target else 0
 
 
 def split_tasks(
@@ -340,7 +371,7 @@ def _index_cuts(
     if (np.diff(edges) > limit).any():
         return None  # the index is too sparse for this limit: hop to every entry instead
     for cut in cuts:
-        if not _is_entry_start(filesystem, task.segment, task.next_base_offset, cut):
+        if _entry_head(filesystem, task.segment, task.next_base_offset, cut) is None:
             return None
     return cuts
 
@@ -403,7 +434,7 @@ def _position_before_time(
     index = _load_offset_index(filesystem, seg)
     if index is None:
         return 0
-    return kidx.lookup_offset(index, entry.offset).position
+    return _verified_start(filesystem, seg, next_base, index, entry.offset)
 
 
 def offset_for_timestamp(
@@ -427,7 +458,9 @@ def offset_for_timestamp(
             if entry.timestamp >= 0:
                 index = _load_offset_index(filesystem, seg)
                 if index is not None:
-                    start_position = kidx.lookup_offset(index, entry.offset).position
+                    start_position = _verified_start(
+                        filesystem, seg, next_base, index, entry.offset
+                    )
         task = ScanTask(
             segment=seg,
             topic=part.topic,

@@ -28,7 +28,7 @@ from kafka_segments_ds.errors import CorruptSegmentError, LimitExceededError, Un
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.checksums import crc32, crc32c
+from kafka_segments_ds.records.batches import has_valid_checksum
 from kafka_segments_ds.window import (
     Predecoded,
     TaskBounds,
@@ -38,6 +38,11 @@ from kafka_segments_ds.window import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _be(buf: np.ndarray, start: int, stop: int) -> int:
+    """The signed big-endian integer in ``buf[start:stop]``."""
+    return int.from_bytes(buf[start:stop].tobytes(), "big", signed=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,11 +301,7 @@ class _TaskReader:
                 pos, want = next_pos, chunk
             elif outcome == K.FRAMING_PARTIAL:
                 header = self.source.read(next_pos, 12)
-                size = (
-                    int.from_bytes(header[8:12].tobytes(), "big", signed=True)
-                    if (header.shape[0] >= 12)
-                    else -1
-                )
+                size = _be(header, 8, 12) if (header.shape[0] >= 12) else -1
                 entry_len = 12 + size
                 if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
                     if entry_len > self.options.max_batch_bytes:
@@ -350,17 +351,21 @@ class _TaskReader:
         """An entry at ``position`` runs past the end of the file.
 
         That is the end of the data, as for a broker (a copy taken while the broker was
-        appending, or a truncated copy), unless a chain of valid entries starts later and runs
-        exactly to the end of the file: then this entry's size field is damaged.
+        appending, or a truncated copy), unless a valid entry whose offsets follow on starts
+        later: then this entry's size field is damaged. An entry that may be an inner message
+        of this one (a truncated wrapper storing it verbatim) proves damage only when valid
+        entries follow it exactly to the end of the file or include a magic-2 batch.
         """
-        candidate = self._scan_for_entry(position + 1)
-        if candidate is not None and self._chain_reaches_end(candidate):
+        candidate = self._scan_for_entry(position + 1, position)
+        if candidate is not None and (
+            not self._may_be_inner(candidate, position)
+            or any(self._walk_chain(candidate, self.file_end))
+        ):
             err = CorruptSegmentError(
                 "entry size runs past the end of the file, but valid entries follow "
                 f"from byte {candidate} (damaged size field)"
             )
-            offset = int.from_bytes(self.source.read(position, 8).tobytes(), "big", signed=True)
-            return self._fail(err, position, offset)
+            return self._fail(err, position, self._offset_field(position))
         skipped = self.file_end - position
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled tail from byte %d", self.source.path, position)
@@ -373,16 +378,28 @@ class _TaskReader:
             )
         return None
 
-    def _chain_reaches_end(self, position: int) -> bool:
-        """Whether valid entries follow each other from ``position`` to the end of the file."""
-        while position < self.file_end:
-            if self._is_zero(position, self.file_end):
-                return True
+    def _chain_reaches(self, position: int, target: int) -> bool:
+        """Whether valid entries follow each other from ``position`` exactly to ``target``; at
+        the end of the file also to a zero tail too long to be the lz4 end mark that ends a
+        wrapper's payload."""
+        return self._walk_chain(position, target)[0]
+
+    def _walk_chain(self, position: int, target: int) -> tuple[bool, bool]:
+        """(:meth:`_chain_reaches`, whether a magic-2 batch is on the chain)."""
+        batch = False
+        while position < target:
+            if (
+                target == self.file_end
+                and target - position >= 17
+                and self._is_zero(position, target)
+            ):
+                return True, batch
             if not self._entry_is_valid(position):
-                return False
-            head = self.source.read(position, 12)
-            position += 12 + int.from_bytes(head[8:12].tobytes(), "big", signed=True)
-        return position == self.file_end
+                return False, batch
+            head = self.source.read(position, 17)
+            batch = batch or int(head[16]) == 2
+            position += 12 + _be(head, 8, 12)
+        return position == target, batch
 
     def _bad_framing(self, position: int, outcome: int) -> int | None:
         if self._is_zero(position, self.file_end):
@@ -391,8 +408,8 @@ class _TaskReader:
         head = self.source.read(position, 17)
         if head.shape[0] < 17:
             return None
-        size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
-        offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
+        size = _be(head, 8, 12)
+        offset = _be(head, 0, 8)
         magic = int(head[16])
         if outcome == K.FRAMING_SHORT_BATCH:
             reason = f"batch length {size} below the minimum 49"
@@ -417,38 +434,88 @@ class _TaskReader:
     def _resync(self, position: int) -> int | None:
         """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
 
-        If the damaged entry's size field leads to a valid entry (or exactly to the end),
-        trust it: scanning its own bytes could "find" the inner messages of a damaged wrapper.
-        Otherwise take the first later position holding a well-framed entry with a valid
-        checksum.
+        If the damaged entry's size field leads to a valid entry (or exactly to the end), trust
+        it, unless valid entries found inside the damaged one chain exactly to that place (the
+        size field grew over whole entries). Otherwise take the first later position holding a
+        valid entry (see :meth:`_scan_for_entry`).
         """
         head = self.source.read(position, 12)
+        following = None
         if head.shape[0] == 12:
-            following = position + 12 + int.from_bytes(head[8:12].tobytes(), "big", signed=True)
-            if following in (self.range_end, self.file_end):
-                return None  # the damaged entry was the last one
-            if position + 26 <= following < self.range_end and self._entry_is_valid(following):
-                return following
-        return self._scan_for_entry(position + 1)
+            claimed = position + 12 + _be(head, 8, 12)
+            if claimed in (self.range_end, self.file_end) or (
+                position + 26 <= claimed < self.range_end and self._entry_is_valid(claimed)
+            ):
+                following = min(claimed, self.range_end)
+        candidate = self._scan_for_entry(position + 1, position, following)
+        if following is None:
+            return candidate
+        if candidate is not None and self._chain_reaches(candidate, following):
+            return candidate  # the size field skipped whole entries: it was the damage
+        return following if following < self.range_end else None
 
-    def _scan_for_entry(self, start: int) -> int | None:
-        """First position >= ``start`` holding a well-framed entry with a valid checksum."""
+    def _scan_for_entry(
+        self, start: int, damaged: int | None = None, stop: int | None = None
+    ) -> int | None:
+        """First position in [``start``, ``stop``) holding a well-framed entry with a valid
+        checksum whose offsets can follow the last good entry.
+
+        One that may be an inner message of the ``damaged`` entry, stored verbatim, must also
+        be followed by a valid entry. Others need no valid successor: it may be damaged too.
+        """
         step = max(self.options.read_chunk_bytes, 1 << 20)
-        while start < self.range_end:
+        stop = self.range_end if stop is None else stop
+        while start < stop:
             window = self.source.read(start, step + 64)
-            limit = min(window.shape[0], self.range_end - start)
+            limit = min(window.shape[0], stop - start)
             rel = 0
             while rel < limit:
                 cand = int(K.find_entry_candidate(window, rel, limit))
                 if cand < 0:
                     break
                 absolute = start + cand
-                if self._entry_is_valid(absolute) and self._successor_is_valid(absolute):
+                if (
+                    self._entry_is_valid(absolute)
+                    and self._offsets_may_follow(absolute)
+                    and (
+                        damaged is None
+                        or not self._may_be_inner(absolute, damaged)
+                        or self._successor_is_valid(absolute)
+                    )
+                ):
                     log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
                     return absolute
                 rel = cand + 1
             start += step
         return None
+
+    def _may_be_inner(self, position: int, damaged: int) -> bool:
+        """Whether the legacy entry at ``position`` could be an inner message of a compressed
+        legacy wrapper at ``damaged``, stored verbatim (lz4/gzip stored blocks, snappy
+        literals). Neither the wrapper's size field (it may be the damage) nor the candidate's
+        offset field (the compressor may fold those 8 bytes into a match while the CRC-covered
+        rest stays literal) can rule that out."""
+        outer = self.source.read(damaged, 18)
+        if outer.shape[0] < 18 or outer[16] > 1 or not 1 <= (outer[17] & 0x07) <= 3:
+            return False
+        return self._magic(position) < 2
+
+    def _offset_field(self, position: int) -> int:
+        return _be(self.source.read(position, 8), 0, 8)
+
+    def _magic(self, position: int) -> int:
+        return int(self.source.read(position + 16, 1)[0])
+
+    def _offsets_may_follow(self, position: int) -> bool:
+        """Whether the entry at ``position`` has offsets above the last good entry's and below
+        the next segment's base offset."""
+        head = self.source.read(position, 27)
+        last = _be(head, 0, 8)
+        if int(head[16]) == 2:
+            last += _be(head, 23, 27)
+        first = _be(head, 0, 8)
+        next_base = self.task.next_base_offset
+        return first > self.decoder.last_offset and (next_base is None or last < next_base)
 
     def _successor_is_valid(self, position: int) -> bool:
         """Whether the entry after the (valid) one at ``position`` is valid too, or the end.
@@ -457,7 +524,7 @@ class _TaskReader:
         messages verbatim, each with a correct checksum.
         """
         head = self.source.read(position, 12)
-        following = position + 12 + int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+        following = position + 12 + _be(head, 8, 12)
         if following in (self.range_end, self.file_end):
             return True
         return self._entry_is_valid(following) or self._is_zero(following, self.file_end)
@@ -466,20 +533,13 @@ class _TaskReader:
         head = self.source.read(position, 17)
         if head.shape[0] < 17:
             return False
-        size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+        size = _be(head, 8, 12)
         magic = int(head[16])
         if size < 14 or magic > 2 or position + 12 + size > self.file_end:
             return False
         if size + 12 > self.options.max_batch_bytes:
             return False
-        entry = self.source.read(position, 12 + size)
-        if magic == 2:
-            if size < 49:
-                return False
-            stored = int.from_bytes(entry[17:21].tobytes(), "big")
-            return crc32c(entry.data[21:]) == stored
-        stored = int.from_bytes(entry[12:16].tobytes(), "big")
-        return crc32(entry.data[16:]) == stored
+        return has_valid_checksum(self.source.read(position, 12 + size))
 
 
 def iter_v2_headers(
@@ -512,7 +572,7 @@ def iter_v2_headers(
                 # one entry larger than the window: widen the window to hold it
                 if window.shape[0] < 17:
                     return  # truncated tail
-                size = int.from_bytes(window[8:12].tobytes(), "big", signed=True)
+                size = _be(window, 8, 12)
                 if pos + 12 + size > segment.size:
                     return  # truncated tail
                 want = 12 + size

@@ -447,7 +447,7 @@ class WindowDecoder:
         previous = np.empty_like(last_offsets)
         previous[0] = self.last_offset
         previous[1:] = last_offsets[:-1]
-        bad = base_offsets <= previous
+        bad = (base_offsets <= previous) | (last_offsets < base_offsets)  # int64 overflow
         if b.next_base is not None:
             bad |= last_offsets >= b.next_base
         found = np.flatnonzero(bad)
@@ -459,7 +459,9 @@ class WindowDecoder:
         if i:
             self.last_offset = int(last_offsets[i - 1])
         first, last, prev = int(base_offsets[i]), int(last_offsets[i]), int(previous[i])
-        if first <= prev:
+        if last < first:
+            reason = f"lastOffsetDelta takes the offsets of batch {first} below it or past 2^63 - 1"
+        elif first <= prev:
             reason = f"offsets not increasing: batch offsets {first}..{last} after offset {prev}"
         else:
             reason = (
@@ -640,19 +642,19 @@ class WindowDecoder:
                 fault = Fault(base + p, message.offset, type(err)(err.reason + where))
                 break
             first = inner[0].offset if inner else message.offset
+            # a magic-1 wrapper with offset 0 (old librdkafka) keeps its relative offsets
+            last = max(message.offset, inner[-1].offset) if inner else message.offset
             problem = None
             if first <= self.last_offset:
                 problem = f"offsets not increasing: offset {first} after offset {self.last_offset}"
             elif any(a.offset >= z.offset for a, z in itertools.pairwise(inner)):
                 problem = "inner message offsets of a compressed wrapper are not increasing"
-            elif b.next_base is not None and message.offset >= b.next_base:
-                problem = (
-                    f"offset {message.offset} reaches the next segment's base offset {b.next_base}"
-                )
+            elif b.next_base is not None and last >= b.next_base:
+                problem = f"offset {last} reaches the next segment's base offset {b.next_base}"
             if problem is not None:
                 fault = Fault(base + p, message.offset, CorruptSegmentError(problem))
                 break
-            self.last_offset = message.offset
+            self.last_offset = last
             if b.start_offset is not None and message.offset < b.start_offset:
                 continue  # the offset field is the last offset, also for wrappers
             if b.end_offset is not None and first >= b.end_offset:

@@ -13,6 +13,7 @@ import numpy as np
 
 from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.checksums import crc32, crc32c
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -33,6 +34,18 @@ def as_array(buf: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray:
     if isinstance(buf, np.ndarray):
         return buf.view(np.uint8)
     return np.frombuffer(buf, np.uint8)
+
+
+def has_valid_checksum(entry: np.ndarray) -> bool:
+    """Whether a whole entry's stored CRC matches: CRC-32C of bytes [21, end) for magic 2,
+    CRC-32 of [16, end) for magic 0/1."""
+    if entry.shape[0] < 26 or entry[16] > 2:
+        return False
+    if entry[16] == 2:
+        return entry.shape[0] >= 61 and crc32c(entry.data[21:]) == int.from_bytes(
+            entry[17:21].tobytes(), "big"
+        )
+    return crc32(entry.data[16:]) == int.from_bytes(entry[12:16].tobytes(), "big")
 
 
 def scan_entries(buf: bytes | bytearray | memoryview | np.ndarray) -> EntryTable:

@@ -172,6 +172,14 @@ def expand_wrapper(
         pos += LOG_OVERHEAD + size
     if not inner:
         raise CorruptSegmentError("compressed wrapper holds no messages", offset=wrapper.offset)
+    if wrapper.magic == 0 and inner[-1].offset != wrapper.offset:
+        # Brokers always rebuilt magic-0 sets, so the wrapper carries its last inner offset;
+        # neither field has a checksum, and a mismatch would put rows out of offset order.
+        raise CorruptSegmentError(
+            f"last inner offset {inner[-1].offset} differs from the wrapper offset "
+            f"{wrapper.offset}",
+            offset=wrapper.offset,
+        )
     return [_absolute(wrapper, m, inner[-1].offset) for m in inner]
 
 

@@ -1,0 +1,1 @@
+"""Structure-aware fuzzing of the read path (see run.py)."""

@@ -1,0 +1,284 @@
+"""Fuzz inputs from (run seed, input number), and the oracle that judges one read of them.
+
+Allowed outcomes of ``read_table`` on a mutated log:
+
+* FAILFAST: rows, or a :class:`KafkaSegmentsError`. A ``CorruptSegmentError`` must name the file
+  and a byte position inside it, not before the first damaged entry. Rows returned without an
+  error must equal the DROPMALFORMED rows (nothing was found wrong, so nothing was dropped).
+  A log whose only damage is a truncation reads without error (end of data, as for a broker).
+* DROPMALFORMED: never raises; returns, in order, every row of every intact entry, and no row
+  that is not the decode of some entry (an original one, or the damaged bytes themselves).
+  Offsets strictly increase.
+
+An intact entry is exempt only when an earlier damaged entry claims offsets at or above its own
+(offset fields carry no checksum: when two entries disagree there is no telling which lies).
+
+For index mutations: a read with offset bounds (and byte-range splits cut at index positions)
+returns exactly the rows of the clean log in those bounds; indexes only speed reading up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import struct
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import kafka_segments_ds
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import CorruptSegmentError, KafkaSegmentsError
+from kafka_segments_ds.records.batches import scan_entries
+
+from .corpus import MAX_DECOMPRESSED, SEED_NAMES, Row, build_seed, reference_or_none
+from .mutate import Mutant, mutate_index, mutate_log
+
+SEGMENT = "00000000000000000000"
+INDEX_SHARE = 0.15  # fraction of inputs that damage index files instead of the log
+
+
+def table_rows(table: pa.Table) -> list[Row]:
+    ts = table["timestamp"].cast(pa.int64()).to_pylist()
+    headers = table["headers"].to_pylist()
+    return [
+        (o, None if t is None else t // 1000, tt, k, v, tuple((h["key"], h["value"]) for h in hs))
+        for o, t, tt, k, v, hs in zip(
+            table["offset"].to_pylist(),
+            ts,
+            table["timestampType"].to_pylist(),
+            table["key"].to_pylist(),
+            table["value"].to_pylist(),
+            headers,
+            strict=True,
+        )
+    ]
+
+
+def make_input(run_seed: int, number: int) -> dict[str, Any]:
+    """The input ``number`` of run ``run_seed``: same numbers, same bytes, on every machine."""
+    rng = random.Random(f"{run_seed}:{number}")
+    seed_name = rng.choice(SEED_NAMES)
+    if rng.random() < INDEX_SHARE:
+        return {"target": "index", "seed": seed_name, "rng": rng}
+    options: dict[str, Any] = {"maxDecompressedBytes": MAX_DECOMPRESSED, "includeHeaders": True}
+    if rng.random() < 0.4:
+        options["readChunkBytes"] = 4096
+    if rng.random() < 0.15:
+        options["verifyChecksums"] = False
+    return {
+        "target": "log",
+        "mutant": mutate_log(rng, seed_name),
+        "options": options,
+        "seed": seed_name,
+    }
+
+
+def _write(
+    directory: Path, data: bytes, index: bytes | None = None, timeindex: bytes | None = None
+) -> str:
+    part = directory / "t-0"
+    part.mkdir(parents=True, exist_ok=True)
+    for suffix in (".index", ".timeindex"):
+        (part / (SEGMENT + suffix)).unlink(missing_ok=True)
+    path = part / (SEGMENT + ".log")
+    path.write_bytes(data)
+    if index is not None:
+        (part / (SEGMENT + ".index")).write_bytes(index)
+    if timeindex is not None:
+        (part / (SEGMENT + ".timeindex")).write_bytes(timeindex)
+    return str(path)
+
+
+def _claimed_range(entry: bytes, rows: list[Row]) -> tuple[int, int]:
+    """The offsets an entry's header claims: [base, base + lastOffsetDelta] for magic 2, the
+    inner offsets (or the offset field) for a legacy entry."""
+    (offset,) = struct.unpack_from(">q", entry, 0)
+    if entry[16] == 2:
+        return offset, offset + struct.unpack_from(">i", entry, 23)[0]
+    return (rows[0][0], rows[-1][0]) if rows else (offset, offset)
+
+
+def _looks_like_wrapper(data: bytes) -> bool:
+    return len(data) >= 18 and data[16] < 2 and 1 <= data[17] & 0x07 <= 3
+
+
+def _is_subsequence(needed: list[Row], got: list[Row]) -> bool:
+    it = iter(got)
+    return all(any(row == g for g in it) for row in needed)
+
+
+@dataclass
+class _Found:
+    position: int
+    end: int
+    rows: list[Row]
+    first: int
+    last: int
+
+
+def _well_formed_entries(data: bytes, intact: bytearray, verify: bool) -> list[_Found]:
+    """Every entry the reference decoders accept that starts in damaged bytes (``intact[at]``
+    is 0): damaged entries that still decode, and entries embedded in damaged bytes."""
+    found = []
+    for at in range(max(len(data) - 25, 0)):
+        if intact[at] or data[at + 16] > 2:
+            continue
+        size = struct.unpack_from(">i", data, at + 8)[0]
+        if 14 <= size <= len(data) - at - 12:
+            entry = data[at : at + 12 + size]
+            rows = reference_or_none(entry, verify=verify)
+            if rows is not None:
+                found.append(_Found(at, at + len(entry), rows, *_claimed_range(entry, rows)))
+    return found
+
+
+def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
+    """Run both modes on a mutated log; return the oracle's complaints (empty = pass)."""
+    data = m.data
+    path = _write(workdir, data)
+    verify = options.get("verifyChecksums", True)
+    allowed: set[Row] = set()
+    for entry in m.originals:
+        allowed.update(reference_or_none(entry, verify=verify) or ())
+    intact: list[tuple[int, list[Row], tuple[int, int]]] = []
+    first_damage = len(data)
+    position = 0
+    after_wrapper = False  # a damaged piece that looks like a compressed legacy wrapper came
+    hidden: set[int] = set()
+    for i, piece in enumerate(m.pieces):
+        if piece.intact:
+            rows = reference_or_none(piece.data, verify=verify) or []
+            intact.append((position, rows, _claimed_range(piece.data, rows)))
+            following = m.pieces[i + 1] if i + 1 < len(m.pieces) else None
+            if after_wrapper and piece.data[16] < 2 and following and not following.intact:
+                # between a damaged wrapper and more damage, a legacy message cannot be told
+                # from one of the wrapper's inner messages stored verbatim
+                hidden.add(position)
+        else:
+            first_damage = min(first_damage, position)
+            after_wrapper = after_wrapper or _looks_like_wrapper(piece.data)
+        position += len(piece.data)
+    in_intact = bytearray(len(data))
+    for position, _, _ in intact:
+        size = 12 + struct.unpack_from(">i", data, position + 8)[0]
+        in_intact[position : position + size] = b"\x01" * size
+    others = _well_formed_entries(data, in_intact, verify)
+    for other in others:
+        allowed.update(other.rows)
+    # An intact entry is exempt when a well-formed entry elsewhere contradicts its offsets:
+    # offset fields carry no checksum, so there is no telling which of the two lies.
+    # So is one whose bytes a well-formed entry before it overlaps (the reader follows the
+    # framing), and one whose offsets do not follow the intact entries before it (splices).
+    required: list[Row] = []
+    first_free = first_damage  # where FAILFAST may first complain
+    highest = -(2**63)
+    for position, rows, (first, last) in intact:
+        if (
+            position in hidden
+            or first <= highest
+            or any(
+                (o.position < position and (o.last >= first or o.end > position))
+                or (o.position > position and o.first <= last)
+                for o in others
+            )
+        ):
+            first_free = min(first_free, position)
+        else:
+            required.extend(rows)
+        highest = max(highest, last)
+    for _, rows, _ in intact:
+        allowed.update(rows)
+    complaints: list[str] = []
+
+    def read(mode: str) -> list[Row] | BaseException:
+        try:
+            table = kafka_segments_ds.read_table(str(Path(path).parent), mode=mode, **options)
+        except Exception as err:  # judged below
+            return err
+        return table_rows(table)
+
+    strict = read("FAILFAST")
+    dropping = read("DROPMALFORMED")
+    if isinstance(strict, BaseException):
+        err = strict
+        if not isinstance(err, KafkaSegmentsError):
+            complaints.append("FAILFAST raised a foreign exception: " + _describe(err))
+        elif isinstance(err, CorruptSegmentError):
+            if err.path != path:
+                complaints.append(f"FAILFAST error names path {err.path!r}, not {path!r}")
+            if err.position is None or not 0 <= err.position < len(data):
+                complaints.append(f"FAILFAST error position {err.position} outside the file")
+            elif err.position < first_free:
+                complaints.append(
+                    f"FAILFAST error at {err.position}, before the first damage at "
+                    f"{first_free}: {err}"
+                )
+        if all(op.startswith("truncate:") for op in m.ops):
+            complaints.append(f"a truncated log raised instead of ending: {err}")
+    if isinstance(dropping, BaseException):
+        complaints.append("DROPMALFORMED raised: " + _describe(dropping))
+        return complaints
+    if not isinstance(strict, BaseException) and strict != dropping:
+        complaints.append("FAILFAST returned rows that differ from DROPMALFORMED's")
+    offsets = [r[0] for r in dropping]
+    if any(a >= b for a, b in itertools.pairwise(offsets)):
+        complaints.append(f"offsets do not increase: {offsets}")
+    if not _is_subsequence(required, dropping):
+        missing = [r[0] for r in required if r not in dropping]
+        complaints.append(f"DROPMALFORMED lost rows of intact entries: offsets {missing}")
+    strangers = [r for r in dropping if r not in allowed]
+    if strangers:
+        complaints.append(f"rows that no entry holds: {strangers[:3]}")
+    return complaints
+
+
+def _describe(err: BaseException) -> str:
+    frames = traceback.format_exception(type(err), err, err.__traceback__)
+    return f"{type(err).__module__}.{type(err).__name__}: {err}\n" + "".join(frames[-6:])
+
+
+def judge_index(seed_name: str, rng: random.Random, workdir: Path) -> tuple[list[str], list[str]]:
+    """Damage the indexes of a clean log; offset-bounded and split reads must not change."""
+    data = b"".join(build_seed(seed_name).entries)
+    table = scan_entries(data)
+    index, timeindex = kidx.build_indexes(
+        table.positions, table.sizes, table.last_offsets, table.max_timestamps, 0, 32
+    )
+    ops = []
+    if rng.random() < 0.7:
+        index, label = mutate_index(rng, index, 8, len(data))
+        ops.append("index:" + label)
+    if rng.random() < 0.5 or not ops:
+        timeindex, label = mutate_index(rng, timeindex, 12, len(data))
+        ops.append("timeindex:" + label)
+    path = _write(workdir, data)
+    clean = table_rows(kafka_segments_ds.read_table(str(Path(path).parent), includeHeaders=True))
+    _write(workdir, data, index, timeindex)
+    last = clean[-1][0] if clean else 0
+    start = rng.randrange(last + 2)
+    options: dict[str, Any] = {
+        "includeHeaders": True,
+        "startingOffsets": f'{{"t":{{"0":{start}}}}}',
+    }
+    end = None
+    if rng.random() < 0.6:
+        end = rng.randrange(start + 1, last + 3)
+        options["endingOffsets"] = f'{{"t":{{"0":{end}}}}}'
+    if rng.random() < 0.5:
+        options["maxBytesPerPartition"] = rng.choice((64, 200, 1000))
+    ops.append(f"read:{start}..{end}/{options.get('maxBytesPerPartition')}")
+    want = [r for r in clean if r[0] >= start and (end is None or r[0] < end)]
+    try:
+        got = table_rows(kafka_segments_ds.read_table(str(Path(path).parent), **options))
+    except Exception as err:  # judged here
+        return ops, ["damaged index made the read raise: " + _describe(err)]
+    if got != want:
+        return ops, [
+            f"damaged index changed the rows: got offsets {[r[0] for r in got]}, "
+            f"want {[r[0] for r in want]}"
+        ]
+    return ops, []

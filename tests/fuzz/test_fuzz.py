@@ -1,0 +1,53 @@
+"""A short, deterministic fuzz run in the normal suite (the long run: ``python -m tests.fuzz.run``).
+
+Each input is judged in a worker process (see judge.py for the oracle) that is killed if one
+input takes longer than INPUT_SECONDS; its resident memory may grow by at most
+RSS_GROWTH_BOUND_KIB during any input, bombs included (maxDecompressedBytes is 1 MiB there).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from .corpus import SEED_NAMES, build_seed, reference_rows
+from .judge import make_input
+from .mutate import OPERATORS
+from .run import RSS_GROWTH_BOUND_KIB, fuzz
+
+RUN_SEED = 20260601
+INPUTS = 400
+
+
+def test_seeds_cover_every_magic_and_codec() -> None:
+    kinds = set()
+    for name in SEED_NAMES:
+        for entry in build_seed(name).entries:
+            codec = entry[22] & 0x07 if entry[16] == 2 else entry[17] & 0x07
+            kinds.add((entry[16], codec))
+            reference_rows(entry)  # every seed entry is valid
+    assert kinds == {(m, c) for m in (0, 1) for c in range(4)} | {(2, c) for c in range(5)}
+
+
+def test_inputs_are_reproducible() -> None:
+    a, b = make_input(RUN_SEED, 17), make_input(RUN_SEED, 17)
+    assert a["target"] == b["target"] == "log"
+    assert a["mutant"].data == b["mutant"].data
+    assert a["mutant"].ops == b["mutant"].ops
+
+
+def test_short_fuzz_run() -> None:
+    report = fuzz(RUN_SEED, count=INPUTS)
+    assert report.failures == [], report.summary()
+    assert report.inputs == INPUTS
+    assert report.max_rss_growth_kib <= RSS_GROWTH_BOUND_KIB
+    # the run exercised every operator and both targets
+    assert set(report.ops) >= set(OPERATORS) | {"index", "timeindex"}
+    assert set(report.targets) == {"log", "index"}
+
+
+@pytest.mark.slow
+def test_longer_fuzz_run() -> None:
+    report = fuzz(random.Random(RUN_SEED).randrange(2**31), count=3000)
+    assert report.failures == [], report.summary()

@@ -1,0 +1,196 @@
+"""One test per read-path bug the fuzzer found (run seed:input number in each docstring).
+
+Each builds the smallest log showing the bug and pins the exact outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kafka_segments_ds
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import CorruptSegmentError
+from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.builder import encode_legacy_message, encode_legacy_wrapper
+
+from .corpus import GZIP, TS, _specs, fix_legacy_crc, legacy_wrapper, v2
+
+SEGMENT = "00000000000000000000"
+
+
+@pytest.fixture(autouse=True)
+def _quiet(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    caplog.set_level(logging.ERROR, logger="kafka_segments_ds")
+    yield
+
+
+def write(tmp_path: Path, *entries: bytes) -> str:
+    part = tmp_path / "t-0"
+    part.mkdir(exist_ok=True)
+    path = part / f"{SEGMENT}.log"
+    path.write_bytes(b"".join(entries))
+    return str(path)
+
+
+def offsets(path: str, **options: Any) -> list[int]:
+    return kafka_segments_ds.read_table(path, **options).column("offset").to_pylist()
+
+
+def damaged(entry: bytes, at: int = -3) -> bytes:
+    out = bytearray(entry)
+    out[at] ^= 0x5A
+    return bytes(out)
+
+
+def test_intact_batch_between_two_damaged_entries_is_kept(tmp_path: Path) -> None:
+    """1:120, 1:100 -- resynchronising demanded a valid successor, so a batch followed by
+    damage was skipped too."""
+    path = write(tmp_path, damaged(v2(0, 2)), v2(2, 3), damaged(v2(5, 2)), v2(7, 1))
+    assert offsets(path, mode="DROPMALFORMED") == [2, 3, 4, 7]
+    garbage = write(tmp_path, bytes(61), v2(0, 2), damaged(v2(2, 2)))
+    assert offsets(garbage, mode="DROPMALFORMED") == [0, 1]
+
+
+def test_legacy_message_after_a_damaged_plain_message_is_kept(tmp_path: Path) -> None:
+    """1:550 -- after a damaged uncompressed legacy message (no wrapper, so no verbatim inner
+    messages), the next message is taken even when the one after it is damaged too."""
+    first = bytearray(encode_legacy_message(offset=0, magic=0, key=b"k", value=b"plain"))
+    struct.pack_into(">i", first, 8, 40)  # size lie
+    second = encode_legacy_message(offset=1, magic=0, key=b"k", value=b"kept")
+    third = damaged(encode_legacy_message(offset=2, magic=0, key=b"k", value=b"gone"))
+    path = write(
+        tmp_path,
+        bytes(first),
+        second,
+        third,
+        encode_legacy_message(offset=3, magic=0, key=None, value=b"v"),
+    )
+    assert offsets(path, mode="DROPMALFORMED") == [1, 3]
+
+
+@pytest.mark.parametrize("garbage", [b"\x02" * 17, b"\x02" * 61])
+def test_huge_size_field_before_valid_entries_is_damage_not_end_of_data(
+    tmp_path: Path, garbage: bytes
+) -> None:
+    """2:1375, 2:1657, 2:620 -- an entry whose size runs past the end of the file was taken for
+    a truncated tail whenever the valid entries after it did not run to the end: everything
+    after it vanished without an error, in both modes."""
+    path = write(
+        tmp_path,
+        v2(0, 2),
+        garbage,
+        v2(2, 2),
+        encode_legacy_message(offset=4, magic=1, key=None, value=b"x", timestamp=TS),
+        damaged(v2(5, 2)),
+    )
+    with pytest.raises(CorruptSegmentError) as info:
+        offsets(path)
+    assert (info.value.path, info.value.position) == (path, len(v2(0, 2)))
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 3, 4]
+
+
+def test_truncated_wrapper_before_legacy_and_batch_entries_is_damage(tmp_path: Path) -> None:
+    """6:5221 -- a legacy entry after a wrapper whose size runs past the end may be one of its
+    inner messages; a chain through it that reaches a magic-2 batch proves it is not."""
+    nested = legacy_wrapper(
+        encode_legacy_message(offset=0, magic=1, key=b"k", value=b"v", timestamp=TS),
+        last_offset=2,
+        magic=1,
+        codec=GZIP,
+    )
+    cut = bytearray(nested)
+    struct.pack_into(">i", cut, 8, 5000)
+    tail = [
+        encode_legacy_wrapper(
+            _specs(3, 2, headers=False), last_offset=4, magic=1, compression=GZIP
+        ),
+        v2(5, 2),
+        damaged(v2(7, 2)),
+    ]
+    path = write(tmp_path, v2(0, 2), fix_legacy_crc(bytes(cut))[:40], *tail)
+    with pytest.raises(CorruptSegmentError):
+        offsets(path)
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("wrapper_offset", [3, 9, 2**45])
+def test_magic0_wrapper_offset_must_match_its_last_inner_offset(
+    tmp_path: Path, wrapper_offset: int
+) -> None:
+    """2:2188, 2:2576, 2:2668 -- an offset field (no checksum covers it) that disagreed with the
+    wrapper's inner offsets put rows out of order or pushed every later entry out."""
+    good = encode_legacy_wrapper(
+        _specs(2, 3, headers=False), last_offset=4, magic=0, compression=GZIP
+    )
+    liar = bytearray(good)
+    struct.pack_into(">q", liar, 0, wrapper_offset)
+    after = encode_legacy_message(offset=5, magic=0, key=None, value=b"after")
+    path = write(tmp_path, v2(0, 2), bytes(liar), after)
+    with pytest.raises(CorruptSegmentError, match="last inner offset 4 differs") as info:
+        offsets(path)
+    assert (info.value.position, info.value.offset) == (len(v2(0, 2)), wrapper_offset)
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 5]
+
+
+def test_batch_offsets_past_int64_are_rejected(tmp_path: Path) -> None:
+    """2:3 -- baseOffset 2^63 - 1 with lastOffsetDelta 2 wrapped to negative offsets."""
+    liar = bytearray(v2(0, 3))
+    struct.pack_into(">q", liar, 0, 2**63 - 1)
+    path = write(tmp_path, bytes(liar), v2(3, 2))
+    with pytest.raises(CorruptSegmentError, match="past 2\\^63 - 1"):
+        offsets(path)
+    assert offsets(path, mode="DROPMALFORMED") == [3, 4]
+
+
+def test_size_field_landing_exactly_on_the_end_of_the_file(tmp_path: Path) -> None:
+    """5:2429 -- a damaged entry whose size pointed exactly at the end of the file was trusted,
+    dropping the valid entries inside that span."""
+    tail = [v2(4, 2), v2(6, 3)]
+    span = sum(len(t) for t in tail)
+    bad = bytearray(bytes(20))
+    struct.pack_into(">qi", bad, 0, 3, span + 8)  # claims everything to the end
+    bad[16] = 0xFF
+    path = write(tmp_path, v2(0, 2), bytes(bad), *tail)
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 4, 5, 6, 7, 8]
+
+
+def _indexed(tmp_path: Path, *entries: bytes) -> tuple[Path, bytes, bytes]:
+    path = Path(write(tmp_path, *entries))
+    table = scan_entries(path.read_bytes())
+    index, timeindex = kidx.build_indexes(
+        table.positions, table.sizes, table.last_offsets, table.max_timestamps, 0, 32
+    )
+    return path, index, timeindex
+
+
+@pytest.mark.parametrize(
+    ("lie", "start", "end"),
+    [("position-ahead", 8, None), ("end-early", 0, 8), ("end-early", 4, 8)],
+)
+def test_lying_offset_index_does_not_change_rows(
+    tmp_path: Path, lie: str, start: int, end: int | None
+) -> None:
+    """2:71 -- an .index entry naming a real batch position for the wrong offsets made an
+    offset-bounded read start too late or end too early. Entries here: (5, p1), (8, p2), ...
+    where batch i at p_i holds offsets 3i..3i+2."""
+    entries = [v2(3 * i, 3) for i in range(8)]
+    path, index, _ = _indexed(tmp_path, *entries)
+    assert struct.unpack_from(">ii", index, 0)[0] == 5 and len(index) == 7 * 8
+    lied = bytearray(index)
+    if lie == "position-ahead":  # (8, p2) -> (8, p3): offset 8 is in the batch at p2
+        struct.pack_into(">i", lied, 12, struct.unpack_from(">i", lied, 20)[0])
+    else:  # (5, p1) -> (7, p1): an end at 8 would stop at p2, before offsets 6 and 7
+        struct.pack_into(">i", lied, 0, 7)
+    path.with_suffix(".index").write_bytes(bytes(lied))
+    options: dict[str, Any] = {"startingOffsets": f'{{"t":{{"0":{start}}}}}'}
+    if end is not None:
+        options["endingOffsets"] = f'{{"t":{{"0":{end}}}}}'
+    want = [o for o in range(24) if o >= start and (end is None or o < end)]
+    assert offsets(str(path.parent), **options) == want
+    assert offsets(str(path.parent), maxBytesPerPartition=100, **options) == want
