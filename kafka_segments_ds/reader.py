@@ -24,7 +24,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds.errors import CorruptSegmentError, LimitExceededError, UnsupportedFormatError
+from kafka_segments_ds.errors import (
+    CorruptSegmentError,
+    LimitExceededError,
+    UnsupportedFormatError,
+)
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
@@ -288,7 +292,10 @@ class _TaskReader:
                 if batch is not None and batch.num_rows:
                     yield batch
                 if fault is not None:  # raises in FAILFAST mode
-                    resume = self._fail(fault.error, fault.position, fault.offset)
+                    rel = fault.position - pos
+                    size = _be(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
+                    seen = window[rel : rel + 12 + max(size, 0)].tobytes()
+                    resume = self._fail(fault.error, fault.position, fault.offset, seen)
                     if resume is None:
                         break
                     pos, want = resume, chunk
@@ -323,16 +330,24 @@ class _TaskReader:
                     break
                 pos, want = resume, chunk
             else:
-                resume = self._bad_framing(next_pos, outcome)
+                resume = self._bad_framing(next_pos, outcome, window[stop : stop + 17].tobytes())
                 if resume is None:
                     break
                 pos, want = resume, chunk
 
     def _fail(
-        self, err: CorruptSegmentError, position: int, offset: int | None = None
+        self,
+        err: CorruptSegmentError,
+        position: int,
+        offset: int | None = None,
+        seen: bytes | None = None,
     ) -> int | None:
         """FAILFAST: raise, naming file, entry position and offset. DROPMALFORMED: log, and
-        return where the next valid entry starts (None: nothing valid follows)."""
+        return where the next valid entry starts (None: nothing valid follows). Either way a
+        torn last write of a segment being written in place is the end of the data (``seen``:
+        the entry's bytes as they were decoded)."""
+        if self._is_torn_write(position, err, seen):
+            return None
         reason = err.reason
         if err.position is not None:  # decoders report positions inside the entry's payload
             reason = f"{reason} (at byte {err.position} inside the entry)"
@@ -346,6 +361,32 @@ class _TaskReader:
             raise located from err
         log.warning("dropping malformed entry: %s", located)
         return self._resync(position)
+
+    def _is_torn_write(self, position: int, err: CorruptSegmentError, seen: bytes | None) -> bool:
+        """Whether the bad entry at ``position`` is one a broker was still writing.
+
+        With ``preallocate=true`` a broker writes into a zero-filled file, so a copy (or a read)
+        taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
+        is the end of the data, not damage. And an entry whose bytes changed since they were
+        decoded (``seen``) and that is valid now was being written: the read ends before it.
+        """
+        head = self.source.read(position, 17)
+        if head.shape[0] < 17:
+            return False
+        size = _be(head, 8, 12)
+        end = position + 12 + (size if size >= 14 else 0)
+        if end < self.file_end and self._is_zero(end, self.file_end):
+            why = "torn by a write into a zero-filled segment"
+        elif (
+            seen is not None
+            and self.source.read(position, len(seen)).tobytes() != seen
+            and self._entry_is_valid(position)
+        ):
+            why = "written while it was read"
+        else:
+            return False
+        log.info("%s: entry at byte %d %s: end of data (%s)", self.shown, position, why, err)
+        return True
 
     def _past_eof(self, position: int) -> int | None:
         """An entry at ``position`` runs past the end of the file.
@@ -401,7 +442,7 @@ class _TaskReader:
             position += 12 + _be(head, 8, 12)
         return position == target, batch
 
-    def _bad_framing(self, position: int, outcome: int) -> int | None:
+    def _bad_framing(self, position: int, outcome: int, seen: bytes) -> int | None:
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled (preallocated) tail from byte %d", self.source.path, position)
             return None
@@ -418,7 +459,7 @@ class _TaskReader:
             err = UnsupportedFormatError(f"unknown magic byte {magic} (size field {size})")
         else:
             err = CorruptSegmentError(f"entry size {size} below the minimum 14")
-        return self._fail(err, position, offset)
+        return self._fail(err, position, offset, seen)
 
     def _is_zero(self, start: int, end: int) -> bool:
         step = 4 * 1024 * 1024
