@@ -122,13 +122,12 @@ DRIVER = textwrap.dedent(
              .config("spark.pyspark.python", sys.executable).getOrCreate())
     spark.sparkContext.setLogLevel("OFF")
     kafka_segments_ds.register(spark)
-    df = spark.range(0, %d, 1, 3).selectExpr(
-        "cast(format_string('row-%%06d', id) as binary) as value")
+    df = spark.range(0, ROWS, 1, 3).selectExpr(
+        "cast(format_string('row-%06d', id) as binary) as value")
     df.write.format("kafkasegments").mode("overwrite").option("topic", "t") \\
         .option("numPartitions", 1).option("segmentBytes", 8192).save(sys.argv[1])
     """
-    % ROWS
-)
+).replace("ROWS", str(ROWS))
 
 
 @pytest.mark.slow
