@@ -25,8 +25,8 @@ from kafka_segments_ds.errors import (
 )
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.checksums import crc32c
 from kafka_segments_ds.records.compression import CODEC_LABELS, decompress
+from kafka_segments_ds.records.crc_kernels import batch_crcs_serial
 from kafka_segments_ds.records.legacy import (
     LegacyMessage,
     decode_legacy_message,
@@ -829,12 +829,9 @@ def _lookup_checksums(
 
 def batch_checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """CRC-32C of each batch (bytes [21, end) of its entry)."""
-    mv = window.data
-    return np.fromiter(
-        (crc32c(mv[p + 21 : e]) for p, e in zip(positions.tolist(), ends.tolist(), strict=True)),
-        np.int64,
-        positions.shape[0],
-    )
+    out = np.empty(positions.shape[0], np.int64)
+    batch_crcs_serial(window, positions + 21, ends, out)
+    return out
 
 
 def _scratch(name: str, n: int) -> np.ndarray:

@@ -146,3 +146,20 @@ def batch_crcs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.nd
     """``out[i]`` = CRC-32C of ``buf[starts[i]:ends[i]]``, batches in parallel."""
     for i in prange(starts.shape[0]):
         out[i] = crc32c_range(buf, starts[i], ends[i])
+
+
+@njit(cache=True, nogil=True)
+def batch_crcs_serial(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray
+) -> None:
+    """:func:`batch_crcs` on the calling thread only (for read windows of a few MiB, where waking
+    a thread pool costs more than it saves). A range outside ``buf`` gives -1, which matches no
+    stored checksum."""
+    size = buf.shape[0]
+    for i in range(starts.shape[0]):
+        start = starts[i]
+        end = ends[i]
+        if start < 0 or end < start or end > size:
+            out[i] = -1
+        else:
+            out[i] = crc32c_range(buf, start, end)
