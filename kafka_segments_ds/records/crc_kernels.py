@@ -46,6 +46,49 @@ def _tables() -> np.ndarray:
 
 _TABLES = _tables()
 
+# Three independent instruction streams hide the crc32 instruction's latency; their results are
+# combined by "shifting" a CRC over the bytes that follow it: a linear map over GF(2), applied
+# with four table lookups. The tables are built once here (zlib's crc32_combine method).
+LONG_BLOCK = 2048
+SHORT_BLOCK = 256
+
+
+def _gf2_times(matrix: list[int], vector: int) -> int:
+    total = 0
+    row = 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[row]
+        vector >>= 1
+        row += 1
+    return total
+
+
+def _gf2_compose(outer: list[int], inner: list[int]) -> list[int]:
+    return [_gf2_times(outer, column) for column in inner]
+
+
+def _shift_tables(length: int) -> np.ndarray:
+    """Tables that move a CRC past ``length`` zero bytes (reflected domain)."""
+    op = [_POLY] + [1 << row for row in range(31)]  # one zero bit
+    for _ in range(3):  # one zero byte
+        op = _gf2_compose(op, op)
+    result = [1 << row for row in range(32)]  # identity
+    while length:
+        if length & 1:
+            result = _gf2_compose(op, result)
+        op = _gf2_compose(op, op)
+        length >>= 1
+    table = np.zeros((4, 256), np.uint32)
+    for k in range(4):
+        for n in range(256):
+            table[k, n] = _gf2_times(result, n << (8 * k))
+    return table
+
+
+_LONG_SHIFT = _shift_tables(LONG_BLOCK)
+_SHORT_SHIFT = _shift_tables(SHORT_BLOCK)
+
 
 @intrinsic
 def _load_u64(typingctx, buf, pos):  # type: ignore[no-untyped-def]
@@ -90,9 +133,40 @@ def _crc32c_u8(typingctx, crc, byte):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
+def _shift(crc: np.uint64, t: np.ndarray) -> np.uint64:
+    return np.uint64(
+        t[0, crc & np.uint64(0xFF)]
+        ^ t[1, (crc >> np.uint64(8)) & np.uint64(0xFF)]
+        ^ t[2, (crc >> np.uint64(16)) & np.uint64(0xFF)]
+        ^ t[3, (crc >> np.uint64(24)) & np.uint64(0xFF)]
+    )
+
+
+@njit(cache=True, inline="always")
+def _crc_streams(
+    buf: np.ndarray, pos: int, end: int, crc: np.uint64, block: int, shift: np.ndarray
+) -> tuple[int, np.uint64]:
+    """Consume ``3 * block`` bytes at a time as three interleaved streams."""
+    while pos + 3 * block <= end:
+        crc1 = np.uint64(0)
+        crc2 = np.uint64(0)
+        stop = pos + block
+        while pos < stop:
+            crc = _crc32c_u64(crc, _load_u64(buf, pos))  # type: ignore[call-arg]
+            crc1 = _crc32c_u64(crc1, _load_u64(buf, pos + block))  # type: ignore[call-arg]
+            crc2 = _crc32c_u64(crc2, _load_u64(buf, pos + 2 * block))  # type: ignore[call-arg]
+            pos += 8
+        crc = _shift(crc, shift) ^ crc1
+        crc = _shift(crc, shift) ^ crc2
+        pos += 2 * block
+    return pos, crc
+
+
+@njit(cache=True, inline="always")
 def _crc_hardware(buf: np.ndarray, start: int, end: int) -> np.uint32:
     crc = np.uint64(0xFFFFFFFF)
-    pos = start
+    pos, crc = _crc_streams(buf, start, end, crc, LONG_BLOCK, _LONG_SHIFT)
+    pos, crc = _crc_streams(buf, pos, end, crc, SHORT_BLOCK, _SHORT_SHIFT)
     while pos + 8 <= end:
         crc = _crc32c_u64(crc, _load_u64(buf, pos))  # type: ignore[call-arg]
         pos += 8

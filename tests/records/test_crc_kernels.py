@@ -16,8 +16,32 @@ def _tables(buf: np.ndarray, start: int, end: int) -> int:
 
 def test_both_paths_match_the_crc32c_package_on_every_alignment_and_length() -> None:
     rng = np.random.default_rng(5)
-    buf = rng.integers(0, 256, size=5000, dtype=np.uint8)
-    spans = [(s, s + n) for s in range(0, 9) for n in (0, 1, 7, 8, 9, 15, 16, 17, 61, 4000)]
+    buf = rng.integers(0, 256, size=40000, dtype=np.uint8)
+    # every path: bytes, 8-byte words, three short streams, three long streams
+    spans = [
+        (s, s + n)
+        for s in range(0, 9)
+        for n in (
+            0,
+            1,
+            7,
+            8,
+            9,
+            15,
+            16,
+            17,
+            61,
+            767,
+            768,
+            769,
+            4000,
+            6143,
+            6144,
+            6145,
+            16384,
+            30000,
+        )
+    ]
     starts = np.array([s for s, _ in spans], np.int64)
     ends = np.array([e for _, e in spans], np.int64)
     out = np.empty(len(spans), np.uint32)
