@@ -113,3 +113,25 @@ class InvalidInputError(KafkaSegmentsError, ValueError):
 
 class CommitInProgressError(KafkaSegmentsError):
     """A write is being committed into (or was interrupted while committing into) a log dir."""
+
+
+class StorageError(KafkaSegmentsError, OSError):
+    """Reading a file failed after the filesystem's own retries, or returned fewer bytes than
+    the file holds (a truncated response). Never a reason to skip data: no mode drops it."""
+
+    def __init__(self, reason: str, path: str | None = None, position: int | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        self.position = position
+        where = [f"file {path}"] if path is not None else []
+        if position is not None:
+            where.append(f"byte position {position}")
+        super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.reason, self.path, self.position))
+
+
+class UnsafePathError(KafkaSegmentsError):
+    """A path under the input is refused: a symbolic link leading outside it, a name that is
+    not valid UTF-8, or a segment name whose offset does not fit a signed 64-bit integer."""

@@ -15,6 +15,12 @@ ignored so the whole reader option map can be passed in):
 * ``fs.s3.region`` -> ``region``
 * ``fs.s3.scheme`` -> ``scheme`` (``http`` or ``https``)
 * ``fs.s3.allowAnonymous`` -> ``anonymous`` (``true`` or ``false``)
+* ``fs.s3.maxAttempts`` -> ``retry_strategy=AwsStandardS3RetryStrategy(max_attempts=...)``: how
+  often a request is tried in all (pyarrow's default: 3) on errors AWS deems retryable (5xx,
+  throttling, dropped connections, truncated bodies); ``fs.s3.retryStrategy`` = ``standard``
+  (default) or ``default`` picks AWS's "standard" or "legacy default" back-off
+* ``fs.s3.connectTimeout`` / ``fs.s3.requestTimeout`` -> ``connect_timeout`` /
+  ``request_timeout`` in seconds
 
 When none of these is given, ``s3://`` URIs go through ``FileSystem.from_uri`` (which reads
 credentials from the environment and may contact AWS to find the bucket's region).
@@ -31,7 +37,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.errors import InvalidOptionError, StorageError
 
 GLOB_CHARS = frozenset("*?[")
 
@@ -45,6 +51,14 @@ _S3_OPTIONS = {
     "fs.s3.region": "region",
     "fs.s3.scheme": "scheme",
     "fs.s3.allowanonymous": "anonymous",
+    "fs.s3.maxattempts": "retry_strategy",
+    "fs.s3.retrystrategy": "retry_strategy_kind",
+    "fs.s3.connecttimeout": "connect_timeout",
+    "fs.s3.requesttimeout": "request_timeout",
+}
+_RETRY_STRATEGIES = {
+    "standard": pafs.AwsStandardS3RetryStrategy,
+    "default": pafs.AwsDefaultS3RetryStrategy,
 }
 # Hadoop spellings of S3 that Spark users type; pyarrow knows only s3://.
 _S3_ALIASES = frozenset({"s3", "s3a", "s3n"})
@@ -140,6 +154,18 @@ def _s3_kwargs(options: Mapping[str, str]) -> dict[str, object]:
         endpoint_scheme, _, host = endpoint.partition("://")
         kwargs["endpoint_override"] = host.rstrip("/")
         kwargs.setdefault("scheme", endpoint_scheme.lower())
+    kind = str(kwargs.pop("retry_strategy_kind", "standard")).strip().lower()
+    if kind not in _RETRY_STRATEGIES:
+        raise InvalidOptionError(f"fs.s3.retryStrategy must be standard or default, got {kind!r}")
+    if "retry_strategy" in kwargs or kind != "standard":
+        attempts = _number("fs.s3.maxAttempts", kwargs.pop("retry_strategy", 3), int, 1)
+        kwargs["retry_strategy"] = _RETRY_STRATEGIES[kind](max_attempts=attempts)
+    for key, option in (
+        ("connect_timeout", "connectTimeout"),
+        ("request_timeout", "requestTimeout"),
+    ):
+        if key in kwargs:
+            kwargs[key] = _number(f"fs.s3.{option}", kwargs[key], float, 0)
     if "scheme" in kwargs:
         kwargs["scheme"] = str(kwargs["scheme"]).lower()
         if kwargs["scheme"] not in ("http", "https"):
@@ -147,6 +173,16 @@ def _s3_kwargs(options: Mapping[str, str]) -> dict[str, object]:
                 f"fs.s3.scheme must be http or https, got {kwargs['scheme']!r}"
             )
     return kwargs
+
+
+def _number(option: str, value: object, kind: type[int] | type[float], minimum: float) -> float:
+    try:
+        number = kind(str(value).strip())
+    except ValueError as err:
+        raise InvalidOptionError(f"{option} must be a number, got {value!r}") from err
+    if number < minimum:
+        raise InvalidOptionError(f"{option} must be >= {minimum}, got {value!r}")
+    return number
 
 
 def expand_glob(filesystem: pafs.FileSystem, pattern: str) -> list[str]:
@@ -203,18 +239,29 @@ def read_range(filesystem: pafs.FileSystem, path: str, start: int, length: int) 
     if start < 0 or length < 0:
         raise ValueError(f"invalid range start={start} length={length} for {path}")
     with filesystem.open_input_file(path) as stream:
-        if length == 0 or start >= stream.size():
+        size = stream.size()
+        if length == 0 or start >= size:
             return pa.py_buffer(b"")
         # read_at returns bytes (a copy); seek + read_buffer keeps Arrow's buffer. On object
         # stores this is still a single ranged GET.
         stream.seek(start)
-        return stream.read_buffer(length)
+        return _checked(stream.read_buffer(length), min(length, size - start), path, start)
 
 
 def read_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
     """Read a whole file."""
     with filesystem.open_input_file(path) as stream:
-        return stream.read_buffer()
+        return _checked(stream.read_buffer(), stream.size(), path, 0)
+
+
+def _checked(buffer: pa.Buffer, expected: int, path: str, start: int) -> pa.Buffer:
+    """``buffer`` if it holds all ``expected`` bytes; a cut-off response is an error, never a
+    shorter file."""
+    if buffer.size != expected:
+        raise StorageError(
+            f"short read: asked for {expected} bytes, got {buffer.size}", path, start
+        )
+    return buffer
 
 
 def file_size(filesystem: pafs.FileSystem, path: str) -> int:

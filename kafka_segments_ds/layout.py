@@ -24,7 +24,9 @@ file sizes, so planning thousands of segments costs a few listing calls and no p
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import posixpath
 import re
 from collections.abc import Iterable
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.errors import InvalidOptionError, UnsafePathError
 from kafka_segments_ds.fs import glob_file_info, has_glob
 
 LOG_SUFFIX = ".log"
@@ -43,6 +45,7 @@ SWAP_SUFFIX = ".swap"
 SEGMENT_NAME_DIGITS = 20
 MAX_TOPIC_LENGTH = 249
 MAX_PARTITION = 2**31 - 1  # Kafka parses the partition with Integer.parseInt
+MAX_OFFSET = 2**63 - 1
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _DIGITS = re.compile(r"[0-9]+")
@@ -138,6 +141,34 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     directory without segments gives an empty list.
     """
     path = path.rstrip("/") or "/"
+    try:
+        result = _discover(path, filesystem)
+    except UnicodeDecodeError as err:
+        raise UnsafePathError(f"a file name under {path} is not valid UTF-8: {err}") from err
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        _refuse_escapes(path, result)
+    return result
+
+
+def _refuse_escapes(path: str, partitions: list[PartitionLog]) -> None:
+    """Refuse segment files that resolve (through symbolic links) outside the input: a
+    hostile archive must not make the reader expose files elsewhere on the machine."""
+    fixed = "/".join(itertools.takewhile(lambda part: not has_glob(part), path.split("/")))
+    fixed = fixed or "/"
+    root = os.path.realpath(fixed if os.path.isdir(fixed) else os.path.dirname(fixed))
+    for partition in partitions:
+        for seg in partition.segments:
+            for file in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path):
+                if file is None:
+                    continue
+                real = os.path.realpath(file)
+                if os.path.commonpath([root, real]) != root:
+                    raise UnsafePathError(
+                        f"{file} resolves to {real}, outside the input {root} (symbolic link)"
+                    )
+
+
+def _discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     found: dict[str, _Partition] = {}
 
     if has_glob(path):
@@ -257,6 +288,8 @@ def _collect(
             continue  # checkpoints, partition.metadata, KRaft <offset>-<epoch>.checkpoint, ...
         stem = info.base_name.partition(".")[0]
         suffix = parsed[1]
+        if parsed[0] > MAX_OFFSET and suffix == LOG_SUFFIX:
+            raise UnsafePathError(f"{info.path}: base offset {stem} exceeds 2^63 - 1")
         if suffix == LOG_SUFFIX:
             if only is None or info.path in only:
                 logs[stem] = info

@@ -27,6 +27,7 @@ from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import (
     CorruptSegmentError,
     LimitExceededError,
+    StorageError,
     UnsupportedFormatError,
 )
 from kafka_segments_ds.layout import SegmentRef
@@ -42,6 +43,8 @@ from kafka_segments_ds.window import (
 )
 
 log = logging.getLogger(__name__)
+SHORT_READ_ATTEMPTS = 2
+MAX_REREADS = 8  # entries read again because their bytes changed, per task
 
 
 def _be(buf: np.ndarray, start: int, stop: int) -> int:
@@ -121,8 +124,11 @@ class _Source:
     map: a map turns a concurrent truncation of the file into a SIGBUS.
     """
 
-    def __init__(self, filesystem: pafs.FileSystem, path: str, size: int) -> None:
+    def __init__(
+        self, filesystem: pafs.FileSystem, path: str, size: int, shown: str | None = None
+    ) -> None:
         self.path = path
+        self.shown = path if shown is None else shown  # the path in messages
         self.size = size
         self._fd: int | None = None
         self._file = None
@@ -144,8 +150,36 @@ class _Source:
         length = self._clip(position, length)
         if self._fd is not None:
             return np.frombuffer(os.pread(self._fd, length, position), np.uint8)
+        return np.frombuffer(self._read_remote(position, length), np.uint8)
+
+    def _read_remote(self, position: int, length: int) -> bytes:
+        """A ranged read from an object store, checked for length: the listing said how big
+        the object is, so a shorter answer is a cut-off response, never the end of the data.
+        It is tried again once (pyarrow retries only failed requests, not short ones)."""
         assert self._file is not None
-        return np.frombuffer(self._file.read_at(length, position), np.uint8)
+        got = b""
+        for _ in range(SHORT_READ_ATTEMPTS):
+            try:
+                got = self._file.read_at(length, position)
+            except OSError as err:
+                raise StorageError(
+                    f"reading {length} bytes failed: {err}", self.shown, position
+                ) from err
+            if len(got) == length:
+                return got
+            log.warning(
+                "%s: asked for %d bytes at byte %d, got %d; reading again",
+                self.shown,
+                length,
+                position,
+                len(got),
+            )
+        raise StorageError(
+            f"short read: asked for {length} bytes, got {len(got)} "
+            f"({SHORT_READ_ATTEMPTS} attempts)",
+            self.shown,
+            position,
+        )
 
     def _fill(self, slot: int, position: int, length: int) -> np.ndarray:
         if self._fd is None:
@@ -218,10 +252,10 @@ def read_task(
         filesystem = task.filesystem
     if filesystem is None:
         filesystem, _ = kfs.resolve(task.segment.path, options.storage_options())
-    source = _Source(filesystem, task.segment.path, task.segment.size)
+    shown = kfs.display_path(filesystem, task.segment.path)
+    source = _Source(filesystem, task.segment.path, task.segment.size, shown)
     source.predecode = options.deep
     try:
-        shown = kfs.display_path(filesystem, task.segment.path)
         yield from _TaskReader(task, options, columns, source, shown).run()
     finally:
         source.close()
@@ -242,6 +276,7 @@ class _TaskReader:
         self.columns = columns
         self.source = source
         self.file_end = source.size
+        self.rereads = 0
         self.range_end = (
             source.size if task.end_position is None else min(task.end_position, source.size)
         )
@@ -346,8 +381,10 @@ class _TaskReader:
         return where the next valid entry starts (None: nothing valid follows). Either way a
         torn last write of a segment being written in place is the end of the data (``seen``:
         the entry's bytes as they were decoded)."""
-        if self._is_torn_write(position, err, seen):
+        if self._is_torn_write(position, err):
             return None
+        if self._changed_since_read(position, seen):
+            return position  # decode it again as it is now
         reason = err.reason
         if err.position is not None:  # decoders report positions inside the entry's payload
             reason = f"{reason} (at byte {err.position} inside the entry)"
@@ -362,13 +399,12 @@ class _TaskReader:
         log.warning("dropping malformed entry: %s", located)
         return self._resync(position)
 
-    def _is_torn_write(self, position: int, err: CorruptSegmentError, seen: bytes | None) -> bool:
+    def _is_torn_write(self, position: int, err: CorruptSegmentError) -> bool:
         """Whether the bad entry at ``position`` is one a broker was still writing.
 
         With ``preallocate=true`` a broker writes into a zero-filled file, so a copy (or a read)
         taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
-        is the end of the data, not damage. And an entry whose bytes changed since they were
-        decoded (``seen``) and that is valid now was being written: the read ends before it.
+        is the end of the data, not damage.
         """
         head = self.source.read(position, 17)
         if head.shape[0] < 17:
@@ -376,16 +412,29 @@ class _TaskReader:
         size = _be(head, 8, 12)
         end = position + 12 + (size if size >= 14 else 0)
         if end < self.file_end and self._is_zero(end, self.file_end):
-            why = "torn by a write into a zero-filled segment"
-        elif (
-            seen is not None
-            and self.source.read(position, len(seen)).tobytes() != seen
-            and self._entry_is_valid(position)
-        ):
-            why = "written while it was read"
-        else:
+            log.info(
+                "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
+                self.shown,
+                position,
+                err,
+            )
+            return True
+        return False
+
+    def _changed_since_read(self, position: int, seen: bytes | None) -> bool:
+        """Whether the bad entry at ``position`` reads differently now and is valid: it was
+        being written in place while read (preallocated segment), or the first read came back
+        wrong (pyarrow pads a short S3 response to the length asked). A few per task."""
+        if seen is None or self.rereads >= MAX_REREADS:
             return False
-        log.info("%s: entry at byte %d %s: end of data (%s)", self.shown, position, why, err)
+        if self.source.read(position, len(seen)).tobytes() == seen:
+            return False
+        if not self._entry_is_valid(position):
+            return False
+        self.rereads += 1
+        log.warning(
+            "%s: entry at byte %d changed since it was read; reading it again", self.shown, position
+        )
         return True
 
     def _past_eof(self, position: int) -> int | None:
