@@ -274,32 +274,32 @@ class TaskWriter:
         if batch.num_rows == 0:
             return
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        topics = self._topics(table)
-        partitions = self._partitions(table, topics)
+        names, codes = self._topics(table)
+        partitions = self._partitions(table, names, codes)
         payload = table.drop_columns([c for c in ("topic", "partition") if c in table.column_names])
-        if len(set(topics.tolist())) == 1 and (partitions == partitions[0]).all():
-            self._route(str(topics[0]), int(partitions[0]), payload)
+        if len(names) == 1 and (partitions == partitions[0]).all():
+            self._route(names[0], int(partitions[0]), payload)
         else:
-            names, codes = np.unique(topics, return_inverse=True)
             group = codes.astype(np.int64) * (MAX_PARTITION + 1) + partitions
             order = np.argsort(group, kind="stable")
             cuts = np.flatnonzero(np.diff(group[order])) + 1
             for rows in np.split(order, cuts):
                 first = rows[0]
-                self._route(str(names[codes[first]]), int(partitions[first]), payload.take(rows))
+                self._route(names[codes[first]], int(partitions[first]), payload.take(rows))
         pending = sum(c.pending_bytes for c in self.chunks.values())
         if pending > TASK_PENDING_BYTES:
             for chunk in self.chunks.values():
                 chunk.flush(self.job, final=False)
 
-    def _topics(self, table: pa.Table) -> np.ndarray:
+    def _topics(self, table: pa.Table) -> tuple[list[str], np.ndarray]:
+        """The distinct topics of the rows and, per row, the index of its topic."""
         default = self.job.options.topic
         if "topic" not in table.column_names:
             if default is None:
                 raise InvalidInputError(
                     "no topic: give a 'topic' column or the option topic (.option('topic', 'name'))"
                 )
-            return np.full(table.num_rows, default, dtype=object)
+            return [default], np.zeros(table.num_rows, np.int32)
         column = table.column("topic")
         if column.null_count:
             if default is None:
@@ -307,12 +307,12 @@ class TaskWriter:
                     "a row has a null topic and no option topic is given to fill it in"
                 )
             column = pc.fill_null(column, default)
-        values = np.asarray(column.to_pylist(), dtype=object)
-        for topic in set(values.tolist()):
-            validate_topic(topic, "topic column value")
-        return values
+        encoded = pc.dictionary_encode(column).combine_chunks()
+        names = [validate_topic(t, "topic column value") for t in encoded.dictionary.to_pylist()]
+        return names, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
 
-    def _partitions(self, table: pa.Table, topics: np.ndarray) -> np.ndarray:
+    def _partitions(self, table: pa.Table, names: list[str], codes: np.ndarray) -> np.ndarray:
+        """Each row's partition: the ``partition`` column's, else the default partitioner's."""
         rows = table.num_rows
         if "partition" in table.column_names:
             column = table.column("partition")
@@ -331,18 +331,30 @@ class TaskWriter:
         else:
             given = np.full(rows, -1, np.int64)
             missing = np.ones(rows, bool)
-        if missing.any():
-            keys = table.column("key") if "key" in table.column_names else None
-            for topic in set(topics[missing].tolist()):
-                rows_of = np.flatnonzero(missing & (topics == topic))
-                count = self.job.partitions_of(topic)
-                if keys is None:
-                    key_column = BinaryColumn.empty(len(rows_of))
-                else:
-                    key_column = binary_column(keys.take(pa.array(rows_of)))
-                start = self.spread.get(topic, self.task_id)
-                assigned = key_partitions(key_column, count, start)
-                self.spread[topic] = start + int((key_column.valid == 0).sum())
+        if not missing.any():
+            return given
+        keys = table.column("key") if "key" in table.column_names else None
+        for code, topic in enumerate(names):
+            rows_of = np.flatnonzero(missing & (codes == code)) if len(names) > 1 else None
+            if rows_of is None and not missing.all():
+                rows_of = np.flatnonzero(missing)
+            count = self.job.partitions_of(topic)
+            if count == 1:
+                given[missing if rows_of is None else rows_of] = 0
+                continue
+            selected = rows if rows_of is None else len(rows_of)
+            if keys is None:
+                key_column = BinaryColumn.empty(selected)
+            else:
+                key_column = binary_column(
+                    keys if rows_of is None else keys.take(pa.array(rows_of))
+                )
+            start = self.spread.get(topic, self.task_id)
+            assigned = key_partitions(key_column, count, start)
+            self.spread[topic] = start + int((key_column.valid == 0).sum())
+            if rows_of is None:
+                given[:] = assigned
+            else:
                 given[rows_of] = assigned
         return given
 
