@@ -22,6 +22,8 @@ from kafka_segments_ds.errors import (
     LimitExceededError,
     MissingCodecError,
     OutputExistsError,
+    StorageError,
+    UnsafePathError,
     UnsupportedFormatError,
 )
 
@@ -42,6 +44,8 @@ __all__ = [
     "LimitExceededError",
     "MissingCodecError",
     "OutputExistsError",
+    "StorageError",
+    "UnsafePathError",
     "UnsupportedFormatError",
     "__version__",
     "iter_batches",

@@ -84,6 +84,8 @@ def test_non_utf8_name_is_refused(logs: Path) -> None:
     os.makedirs(os.fsencode(logs) + b"/\xff\xfe-0")
     with pytest.raises(UnsafePathError, match="not valid UTF-8"):
         discover(str(logs), pafs.LocalFileSystem())
+    with pytest.raises(UnsafePathError, match="not valid UTF-8"):
+        values(logs)  # through read_table (planning checks for a commit in progress first)
 
 
 def test_offset_overflowing_name_is_refused(logs: Path) -> None:

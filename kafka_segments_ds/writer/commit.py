@@ -38,6 +38,7 @@ from kafka_segments_ds.errors import (
     CorruptSegmentError,
     InvalidOptionError,
     OutputExistsError,
+    UnsafePathError,
 )
 from kafka_segments_ds.fs import display_path, read_range, resolve
 from kafka_segments_ds.index import encode_offset_index, encode_time_index, parse_offset_index
@@ -103,11 +104,18 @@ def prepare_job(
     return job, filesystem
 
 
+def _listing(filesystem: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
+    """The entries of directory ``root`` (none when it does not exist)."""
+    try:
+        return filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    except UnicodeDecodeError as err:
+        raise UnsafePathError(f"a file name under {root} is not valid UTF-8: {err}") from err
+
+
 def existing_partitions(filesystem: pafs.FileSystem, root: str) -> dict[str, dict[int, str]]:
     """``topic -> partition -> directory`` of the plain partition directories under ``root``."""
     found: dict[str, dict[int, str]] = defaultdict(dict)
-    selector = pafs.FileSelector(root, allow_not_found=True)
-    for entry in filesystem.get_file_info(selector):
+    for entry in _listing(filesystem, root):
         if entry.type != pafs.FileType.Directory:
             continue
         parsed = parse_partition_dir_name(entry.base_name)
@@ -117,7 +125,7 @@ def existing_partitions(filesystem: pafs.FileSystem, root: str) -> dict[str, dic
 
 
 def _refuse_partition_dir(filesystem: pafs.FileSystem, root: str) -> None:
-    for entry in filesystem.get_file_info(pafs.FileSelector(root)):
+    for entry in _listing(filesystem, root):
         if entry.type == pafs.FileType.File and entry.base_name.endswith(LOG_SUFFIX):
             raise InvalidOptionError(
                 f"{display_path(filesystem, root)} holds segment files: it is a partition "
@@ -127,9 +135,8 @@ def _refuse_partition_dir(filesystem: pafs.FileSystem, root: str) -> None:
 
 def pending_commits(filesystem: pafs.FileSystem, root: str) -> list[str]:
     """Journals of commits in progress (or interrupted) in the log dir ``root``."""
-    selector = pafs.FileSelector(root, allow_not_found=True)
     found = []
-    for entry in filesystem.get_file_info(selector):
+    for entry in _listing(filesystem, root):
         if entry.type == pafs.FileType.Directory and entry.base_name.startswith(STAGING_PREFIX):
             journal = f"{entry.path}/{JOURNAL}"
             if filesystem.get_file_info(journal).type == pafs.FileType.File:
@@ -519,7 +526,7 @@ def recover(path: str, **storage: str) -> list[str]:
     fs, root = resolve(str(path), storage)
     root = root.rstrip("/") or "/"
     done = []
-    for entry in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+    for entry in _listing(fs, root):
         if entry.type != pafs.FileType.Directory or not entry.base_name.startswith(STAGING_PREFIX):
             continue
         if _exists(fs, f"{entry.path}/{JOURNAL}"):
