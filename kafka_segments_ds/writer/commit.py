@@ -107,7 +107,10 @@ def prepare_job(
 def _listing(filesystem: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
     """The entries of directory ``root`` (none when it does not exist)."""
     try:
-        return filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        entries = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        for entry in entries:
+            entry.path  # noqa: B018 - pyarrow decodes names lazily: fail here, clearly
+        return entries
     except UnicodeDecodeError as err:
         raise UnsafePathError(f"a file name under {root} is not valid UTF-8: {err}") from err
 
