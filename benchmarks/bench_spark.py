@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_memory import build_segment
 
 import kafka_segments_ds as ksd
+from kafka_segments_ds.index import rebuild_indexes
 from kafka_segments_ds.records.compression import CompressionType
 
 
@@ -46,6 +47,10 @@ def main(argv: list[str]) -> int:
     root = Path(args.data) / f"spark-lz4-{args.gigabytes}g"
     log = root / "logs" / "big-0" / "00000000000000000000.log"
     build_segment(log, args.gigabytes, CompressionType.LZ4)
+    if not log.with_suffix(".index").exists():  # a broker's segment has its indexes
+        offset_index, time_index = rebuild_indexes(log.read_bytes(), 0)
+        log.with_suffix(".timeindex").write_bytes(time_index)
+        log.with_suffix(".index").write_bytes(offset_index)
     parquet = root / "parquet"
     if not parquet.exists():
         parquet.mkdir(parents=True)
