@@ -277,6 +277,7 @@ class _TaskReader:
         self.source = source
         self.file_end = source.size
         self.rereads = 0
+        self.checked_end: tuple[int, int | None] | None = None  # _may_be_inner's last wrapper
         self.range_end = (
             source.size if task.end_position is None else min(task.end_position, source.size)
         )
@@ -432,6 +433,7 @@ class _TaskReader:
         if not self._entry_is_valid(position):
             return False
         self.rereads += 1
+        self.checked_end = None
         log.warning(
             "%s: entry at byte %d changed since it was read; reading it again", self.shown, position
         )
@@ -584,11 +586,48 @@ class _TaskReader:
         legacy wrapper at ``damaged``, stored verbatim (lz4/gzip stored blocks, snappy
         literals). Neither the wrapper's size field (it may be the damage) nor the candidate's
         offset field (the compressor may fold those 8 bytes into a match while the CRC-covered
-        rest stays literal) can rule that out."""
+        rest stays literal) can rule that out, but the wrapper's checksum can: when its key and
+        value lengths give an extent its CRC checks, its inner messages all lie before that end
+        (see :meth:`_checked_legacy_end`)."""
         outer = self.source.read(damaged, 18)
         if outer.shape[0] < 18 or outer[16] > 1 or not 1 <= (outer[17] & 0x07) <= 3:
             return False
-        return self._magic(position) < 2
+        if self._magic(position) >= 2:
+            return False
+        if self.checked_end is None or self.checked_end[0] != damaged:
+            # one CRC per damaged wrapper, however many candidates are weighed against it
+            self.checked_end = (damaged, self._checked_legacy_end(damaged))
+        end = self.checked_end[1]
+        return end is None or position < end
+
+    def _checked_legacy_end(self, position: int) -> int | None:
+        """Where the legacy message at ``position`` ends by its key and value lengths, if its
+        CRC checks over exactly those bytes; else None.
+
+        The CRC covers the magic byte through the end of the value but not the size field, so
+        a message whose only damage is its size field still proves its own extent this way
+        (a false match is a 2^-32 chance). O(1) reads plus one CRC over the message.
+        """
+        head = self.source.read(position, 30)
+        if head.shape[0] < 30 or head[16] > 1:
+            return None
+        at = 18 if head[16] == 0 else 26  # key length
+        key = _be(head, at, at + 4)
+        if key < -1:
+            return None
+        at += 4 + max(key, 0)  # value length
+        field = self.source.read(position + at, 4)
+        if field.shape[0] < 4:
+            return None
+        value = _be(field, 0, 4)
+        if value < -1:
+            return None
+        end = at + 4 + max(value, 0)  # the entry's length: 12 + size
+        if position + end > self.file_end or end > self.options.max_batch_bytes:
+            return None
+        if not has_valid_checksum(self.source.read(position, end)):
+            return None
+        return position + end
 
     def _offset_field(self, position: int) -> int:
         return _be(self.source.read(position, 8), 0, 8)

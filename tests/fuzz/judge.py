@@ -33,6 +33,7 @@ import kafka_segments_ds
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, KafkaSegmentsError
 from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.checksums import crc32
 
 from .corpus import MAX_DECOMPRESSED, SEED_NAMES, Row, build_seed, reference_or_none
 from .mutate import Mutant, mutate_index, mutate_log
@@ -106,6 +107,25 @@ def _looks_like_wrapper(data: bytes) -> bool:
     return len(data) >= 18 and data[16] < 2 and 1 <= data[17] & 0x07 <= 3
 
 
+def _checked_extent(data: bytes) -> int | None:
+    """The length of the legacy message at the start of ``data`` by its key and value lengths,
+    if its CRC checks over exactly those bytes (the CRC does not cover the size field, so this
+    holds when the size field is the only damage), else None."""
+    if len(data) < 30 or data[16] > 1:
+        return None
+    at = 18 if data[16] == 0 else 26
+    (key,) = struct.unpack_from(">i", data, at)
+    at += 4 + max(key, 0)
+    if key < -1 or len(data) < at + 4:
+        return None
+    (value,) = struct.unpack_from(">i", data, at)
+    end = at + 4 + max(value, 0)
+    if value < -1 or end > len(data):
+        return None
+    (stored,) = struct.unpack_from(">I", data, 12)
+    return end if crc32(data[16:end]) == stored else None
+
+
 def _is_subsequence(needed: list[Row], got: list[Row]) -> bool:
     it = iter(got)
     return all(any(row == g for g in it) for row in needed)
@@ -160,7 +180,11 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
                 hidden.add(position)
         else:
             first_damage = min(first_damage, position)
-            after_wrapper = after_wrapper or _looks_like_wrapper(piece.data)
+            # a wrapper whose CRC proves where it ends (only its size field is damaged) holds
+            # no inner message past that end: the reader must tell the entries after it apart
+            after_wrapper = after_wrapper or (
+                _looks_like_wrapper(piece.data) and _checked_extent(piece.data) is None
+            )
         position += len(piece.data)
     in_intact = bytearray(len(data))
     for position, _, _ in intact:

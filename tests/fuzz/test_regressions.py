@@ -19,7 +19,7 @@ from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import encode_legacy_message, encode_legacy_wrapper
 
-from .corpus import GZIP, TS, _specs, fix_legacy_crc, legacy_wrapper, v2
+from .corpus import GZIP, SNAPPY, TS, _specs, fix_legacy_crc, legacy_wrapper, v2
 
 SEGMENT = "00000000000000000000"
 
@@ -194,3 +194,44 @@ def test_lying_offset_index_does_not_change_rows(
     want = [o for o in range(24) if o >= start and (end is None or o < end)]
     assert offsets(str(path.parent), **options) == want
     assert offsets(str(path.parent), maxBytesPerPartition=100, **options) == want
+
+
+@pytest.mark.parametrize(
+    ("magic", "size_lie", "tail"),
+    [
+        (0, lambda size: size ^ 0x41000000, lambda: damaged(v2(11, 2))),  # 777:18961
+        (1, lambda size: 2**31 - 1, lambda: b"\x02" * 16),  # 777:32552
+    ],
+    ids=["bit-flip-magic0", "max-size-magic1"],
+)
+def test_wrapper_with_only_its_size_field_damaged_bounds_its_inner_messages(
+    tmp_path: Path, magic: int, size_lie: Any, tail: Any
+) -> None:
+    """777:18961, 777:32552 -- a compressed wrapper whose size field (not covered by its CRC)
+    ran past the end of the file was taken for a truncated tail: the legacy entries after it
+    might have been its inner messages stored verbatim, and their chain ended in more damage.
+    Its key and value lengths give an extent its CRC checks, and nothing after that extent
+    can be one of its inner messages."""
+    plain = [
+        encode_legacy_message(offset=o, magic=magic, key=b"k", value=b"plain", timestamp=TS)
+        for o in (0, 1)
+    ]
+    wrapper = bytearray(
+        encode_legacy_wrapper(
+            _specs(2, 3, headers=False), last_offset=4, magic=magic, compression=GZIP
+        )
+    )
+    (size,) = struct.unpack_from(">i", wrapper, 8)
+    struct.pack_into(">i", wrapper, 8, size_lie(size))
+    after = [
+        encode_legacy_wrapper(
+            _specs(first, 3, headers=False), last_offset=first + 2, magic=1, compression=codec
+        )
+        for first, codec in ((5, GZIP), (8, SNAPPY))
+    ]
+    path = write(tmp_path, *plain, bytes(wrapper), *after, tail())
+    with pytest.raises(CorruptSegmentError, match="damaged size field") as info:
+        offsets(path)
+    assert (info.value.position, info.value.offset) == (sum(map(len, plain)), 4)
+    for chunk in (4096, 1 << 20):
+        assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == [0, 1, *range(5, 11)]
