@@ -161,8 +161,8 @@ def write_table(
     write(data, path, mode=mode, **options)
 
 
-def recover(path: str | os.PathLike[str], **storage: str) -> list[str]:
+def recover(path: str | os.PathLike[str], *, dry_run: bool = False, **storage: str) -> list[str]:
     """Finish interrupted commits under a log dir; see :func:`kafka_segments_ds.writer.recover`."""
     from kafka_segments_ds.writer import recover as finish
 
-    return finish(os.fspath(path), **storage)
+    return finish(os.fspath(path), dry_run=dry_run, **storage)

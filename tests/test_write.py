@@ -486,3 +486,22 @@ def test_retried_and_speculative_attempts_are_never_duplicated(tmp_path: Path) -
     assert got.column("offset").to_pylist() == list(range(50))
     assert rows(got, "value") == rows(records(50), "value")
     assert sorted(os.listdir(tmp_path)) == ["t-0"]  # the losing attempt's files went with staging
+
+
+def test_cli_recover_dry_run_then_recover(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kafka_segments_ds.cli import main
+    from kafka_segments_ds.writer.task import TaskWriter
+
+    job, fs = commit_module.prepare_job(str(tmp_path), commit_module.WriteOptions(topic="t"), False)
+    TaskWriter(job, 0, fs).write(records(3))
+    name = Path(job.staging).name
+    assert main(["recover", "--dry-run", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}: would remove abandoned staging {name}\n"
+    assert os.listdir(tmp_path) == [name]
+    assert main(["recover", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}: removed abandoned staging {name}\n"
+    assert main(["recover", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}: nothing to do\n"
+    assert os.listdir(tmp_path) == []

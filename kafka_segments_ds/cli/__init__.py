@@ -1,10 +1,10 @@
-"""``kafka-segments``: dump, verify, stats and rebuild-index for Kafka log segments.
+"""``kafka-segments``: dump, verify, stats, rebuild-index and recover for Kafka log segments.
 
 Every command streams through :func:`kafka_segments_ds.iter_batches` (bounded memory) or reads
 one segment at a time. Exit status: 0 ok, 1 ``verify``/``rebuild-index`` found errors, 2 bad
 input (missing path, corrupt data in ``dump``/``stats``, bad option), 130 interrupted.
 
-One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``), each with
+One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``), each with
 ``NAME``/``SUMMARY``/``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args) -> int``;
 ``common`` holds what they share.
 """
@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from kafka_segments_ds.cli import dump, rebuild_index, stats, verify
+from kafka_segments_ds.cli import dump, rebuild_index, recover, stats, verify
 from kafka_segments_ds.cli.common import PROG, PipeClosed, key_value, write_lines
 from kafka_segments_ds.errors import KafkaSegmentsError
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reader option, e.g. fs.s3.region=eu-west-1",
     )
     common.add_argument("--quiet", action="store_true", help="no progress bar")
-    for command in (dump, verify, stats, rebuild_index):
+    for command in (dump, verify, stats, rebuild_index, recover):
         sub = commands.add_parser(
             command.NAME,
             parents=[common],

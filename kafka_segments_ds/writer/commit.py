@@ -520,9 +520,10 @@ def _recover_staging(fs: pafs.FileSystem, staging: str) -> None:
     apply_journal(fs, staging, journal)
 
 
-def recover(path: str, **storage: str) -> list[str]:
+def recover(path: str, *, dry_run: bool = False, **storage: str) -> list[str]:
     """Finish interrupted commits in the log dir ``path`` and remove abandoned staging
-    directories (of jobs that never reached their commit). Returns what was done.
+    directories (of jobs that never reached their commit). Returns what was done (with
+    ``dry_run``, what would be done, doing nothing).
 
     Only run it when no write job is running against ``path``.
     """
@@ -532,10 +533,16 @@ def recover(path: str, **storage: str) -> list[str]:
     for entry in _listing(fs, root):
         if entry.type != pafs.FileType.Directory or not entry.base_name.startswith(STAGING_PREFIX):
             continue
-        if _exists(fs, f"{entry.path}/{JOURNAL}"):
+        decided = _exists(fs, f"{entry.path}/{JOURNAL}")
+        what = "finish commit" if decided else "remove abandoned staging"
+        if dry_run:
+            done.append(f"would {what} {entry.base_name}")
+            continue
+        if decided:
             _recover_staging(fs, entry.path)
-            done.append(f"finished commit {entry.base_name}")
         else:
             fs.delete_dir(entry.path)
-            done.append(f"removed abandoned staging {entry.base_name}")
+        done.append(
+            f"{'finished commit' if decided else 'removed abandoned staging'} {entry.base_name}"
+        )
     return done
