@@ -153,7 +153,8 @@ def _refuse_pending(filesystem: pafs.FileSystem, root: str) -> None:
         raise CommitInProgressError(
             f"a kafkasegments write is committing into {display_path(filesystem, root)} "
             f"(journal {display_path(filesystem, journals[0])}); retry when it is done, or, if "
-            "no job is running, finish it with kafka_segments_ds.recover(path)"
+            "no job is running, finish it with kafka_segments_ds.recover(path) or kafka-segments "
+            "recover PATH"
         )
 
 
