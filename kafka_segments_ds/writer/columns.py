@@ -104,7 +104,8 @@ def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
     if "timestamp" in names:
         column = table.column("timestamp")
         per_ms = _UNITS_PER_MS[column.type.unit]
-        raw = pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
+        # Nulls filled before numpy: with them, to_numpy gives float64 (256 ns steps today).
+        raw = pc.fill_null(pc.cast(column, pa.int64()), 0).to_numpy(zero_copy_only=False)
         timestamps = raw * 1000 if per_ms == 0 else np.floor_divide(raw, per_ms)
         if column.null_count:
             valid = pc.is_valid(column).to_numpy(zero_copy_only=False)

@@ -183,17 +183,25 @@ def encode_legacy(
 class _Chunk:
     """A task's output for one topic-partition: pending rows and the staged file."""
 
-    def __init__(self, fs: pafs.FileSystem, path: str, topic: str, partition: int) -> None:
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        path: str,
+        topic: str,
+        partition: int,
+        buffers: tuple[list[np.ndarray], list[np.ndarray]],
+    ) -> None:
         self.path = path
         self.topic = topic
         self.partition = partition
         self.stream = fs.open_output_stream(path)
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
+        self.flush_at = CHUNK_FLUSH_BYTES  # grows while flushes leave one unfilled batch
         self.written = 0  # bytes in the staged file
         self.next_offset = 0  # chunk-relative offset of the next record
         self.meta: list[tuple[np.ndarray, ...]] = []
-        self.buffers: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # encoder memory
+        self.buffers = buffers  # encoder memory, shared by the task's chunks
 
     def add(self, table: pa.Table) -> None:
         self.pending.append(table)
@@ -214,6 +222,8 @@ class _Chunk:
         # Unless final, the last batch may not be full: its rows are encoded again with later rows.
         keep = len(encoded.sizes) if final else len(encoded.sizes) - 1
         if keep <= 0:
+            # All pending rows fit one batch: encode again only once they have doubled.
+            self.flush_at = max(CHUNK_FLUSH_BYTES, 2 * self.pending_bytes)
             return
         end = int(encoded.positions[keep - 1] + encoded.sizes[keep - 1])
         self.stream.write(memoryview(encoded.data)[:end])
@@ -232,6 +242,7 @@ class _Chunk:
         rest = table.slice(rows)
         self.pending = [rest] if rest.num_rows else []
         self.pending_bytes = rest.nbytes if rest.num_rows else 0
+        self.flush_at = max(CHUNK_FLUSH_BYTES, 2 * self.pending_bytes)
 
     def result(self, job: JobSpec) -> ChunkResult:
         self.stream.close()
@@ -266,6 +277,7 @@ class TaskWriter:
         self.chunks: dict[tuple[str, int], _Chunk] = {}
         self.spread: dict[str, int] = {}  # next round-robin partition for null keys, per topic
         self.checked = False
+        self.buffers: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # encoder memory
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if not self.checked:
@@ -288,8 +300,10 @@ class TaskWriter:
                 self._route(names[codes[first]], int(partitions[first]), payload.take(rows))
         pending = sum(c.pending_bytes for c in self.chunks.values())
         if pending > TASK_PENDING_BYTES:
+            # Final: with many partitions, the unfilled batches kept back would alone stay over
+            # the limit, and every later write would encode them all again.
             for chunk in self.chunks.values():
-                chunk.flush(self.job, final=False)
+                chunk.flush(self.job, final=True)
 
     def _topics(self, table: pa.Table) -> tuple[list[str], np.ndarray]:
         """The distinct topics of the rows and, per row, the index of its topic."""
@@ -362,9 +376,11 @@ class TaskWriter:
         chunk = self.chunks.get((topic, partition))
         if chunk is None:
             path = f"{self.directory}/{topic}-{partition}.log"
-            chunk = self.chunks[(topic, partition)] = _Chunk(self.fs, path, topic, partition)
+            chunk = self.chunks[(topic, partition)] = _Chunk(
+                self.fs, path, topic, partition, self.buffers
+            )
         chunk.add(table)
-        if chunk.pending_bytes >= CHUNK_FLUSH_BYTES:
+        if chunk.pending_bytes >= chunk.flush_at:
             chunk.flush(self.job, final=False)
 
     def finish(self) -> TaskResult:
