@@ -505,3 +505,37 @@ def test_cli_recover_dry_run_then_recover(
     assert main(["recover", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"{tmp_path}: nothing to do\n"
     assert os.listdir(tmp_path) == []
+
+
+def test_unsigned_partition_column_with_nulls(tmp_path: Path) -> None:
+    table = pa.table({"value": ["a", "b", "c"], "partition": pa.array([1, None, 0], pa.uint32())})
+    write_table(table, tmp_path, topic="t", numPartitions=2)
+    got = read_table(tmp_path)
+    # the null partition is spread (round-robin from task 0): partition 0
+    assert sorted(rows(got, "partition", "offset", "value")) == [
+        (0, 0, b"b"),
+        (0, 1, b"c"),
+        (1, 0, b"a"),
+    ]
+    huge = pa.table({"value": ["a"], "partition": pa.array([2**64 - 1], pa.uint64())})
+    with pytest.raises(InvalidInputError, match="partition values out of range"):
+        write_table(huge, tmp_path / "x", topic="t")
+
+
+def test_magic0_wrappers_keep_the_compression_level_through_the_commit(tmp_path: Path) -> None:
+    table = pa.table({"value": [b"abcdefgh" * 40 + b"%d" % i for i in range(200)]})
+    sizes = {}
+    for level in (1, 9):
+        target = tmp_path / f"level-{level}"
+        write_table(
+            table,
+            target,
+            topic="t",
+            magic=0,
+            compression="gzip",
+            compressionLevel=level,
+            batchBytes=1 << 20,
+        )
+        sizes[level] = (target / "t-0" / "00000000000000000000.log").stat().st_size
+        assert read_table(target).column("value").to_pylist() == table.column("value").to_pylist()
+    assert sizes[9] < sizes[1]

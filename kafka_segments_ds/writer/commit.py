@@ -274,7 +274,7 @@ def _rebase_offsets(buffer: bytearray, positions: np.ndarray, delta: int) -> Non
     data[idx] = values.astype(">i8").view(np.uint8)
 
 
-def _rebase_magic0_wrapper(entry: bytes, delta: int, where: str) -> bytes:
+def _rebase_magic0_wrapper(entry: bytes, delta: int, where: str, level: int | None) -> bytes:
     """A magic-0 compressed wrapper stores absolute inner offsets: rebuild it with them moved."""
     offset, _ = _ENTRY_HEAD.unpack_from(entry)
     attributes = entry[17]
@@ -297,7 +297,7 @@ def _rebase_magic0_wrapper(entry: bytes, delta: int, where: str) -> bytes:
         offset=offset + delta,
         magic=0,
         key=key,
-        value=compress(codec, inner, magic=0),
+        value=compress(codec, inner, magic=0, level=level),
         attributes=attributes,
     )
 
@@ -337,7 +337,7 @@ def _copy_chunk(
             if reencode:
                 flush(run)
                 raw = source.read(size)
-                entry = _rebase_magic0_wrapper(raw, base, chunk.path)
+                entry = _rebase_magic0_wrapper(raw, base, chunk.path, log.opts.compression_level)
                 size = len(entry)
             if log.needs_roll(size, lasts[i], max_ts[i]):
                 flush(run)

@@ -195,6 +195,9 @@ class _Chunk:
         self.topic = topic
         self.partition = partition
         self.stream = fs.open_output_stream(path)
+        # the encoder's buffers are reused by the next encode: object-store streams may still
+        # be uploading what they were handed, so they get a copy
+        self.copy_writes = not isinstance(fs, pafs.LocalFileSystem)
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.flush_at = CHUNK_FLUSH_BYTES  # grows while flushes leave one unfilled batch
@@ -226,7 +229,8 @@ class _Chunk:
             self.flush_at = max(CHUNK_FLUSH_BYTES, 2 * self.pending_bytes)
             return
         end = int(encoded.positions[keep - 1] + encoded.sizes[keep - 1])
-        self.stream.write(memoryview(encoded.data)[:end])
+        written = memoryview(encoded.data)[:end]
+        self.stream.write(bytes(written) if self.copy_writes else written)
         rows = int(encoded.last_rows[keep - 1]) + 1
         self.meta.append(
             (
@@ -330,6 +334,10 @@ class TaskWriter:
         rows = table.num_rows
         if "partition" in table.column_names:
             column = table.column("partition")
+            try:  # unsigned or 64-bit input: anything past int64 is out of range anyway
+                column = pc.cast(column, pa.int64())
+            except pa.ArrowInvalid as err:
+                raise InvalidInputError(f"partition values out of range: {err}") from err
             given = pc.fill_null(column, -1).to_numpy().astype(np.int64)
             bad = (
                 (given < -1)
