@@ -5,6 +5,7 @@ Markers (spark, crosscheck, slow) are declared in pyproject.toml.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
@@ -219,3 +220,33 @@ def make_partition(log_dir: Path) -> Iterator[Callable[..., PartitionBuilder]]:
 def strip_indexes() -> Callable[..., int]:
     """``strip_indexes(root, suffixes=(".index", ".timeindex"))``: delete index files under root."""
     return remove_index_files
+
+
+@contextlib.contextmanager
+def _moto_s3(bucket: str) -> Iterator[tuple[Any, str, int]]:
+    """A moto S3 server on loopback, ``bucket`` created: (pyarrow filesystem, host, port)."""
+    import pyarrow.fs as pafs
+
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        filesystem = pafs.S3FileSystem(
+            access_key="testing",
+            secret_key="testing",
+            region="us-east-1",
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            allow_bucket_creation=True,
+        )
+        filesystem.create_dir(bucket)
+        yield filesystem, host, port
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Callable[[str], Any]:
+    """``with moto_s3("bucket") as (filesystem, host, port):`` a loopback S3 server."""
+    return _moto_s3

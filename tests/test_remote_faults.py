@@ -26,8 +26,6 @@ from kafka_segments_ds.errors import ChecksumError, InvalidOptionError, StorageE
 from kafka_segments_ds.fs import resolve
 from kafka_segments_ds.samples import write_sample_log_dir
 
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-
 BUCKET = "faulty"
 CREDENTIALS = {
     "fs.s3.accessKey": "testing",
@@ -126,21 +124,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def servers(
-    tmp_path_factory: pytest.TempPathFactory,
+    moto_s3,
+    tmp_path_factory: pytest.TempPathFactory,  # type: ignore[no-untyped-def]
 ) -> Iterator[tuple[dict[str, str], Fault, pa.Table]]:
     """(reader options pointing at the proxy, the fault switch, the archive read locally)."""
-    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    moto_host, moto_port = moto.get_host_and_port()
-    direct = pafs.S3FileSystem(
-        access_key="testing",
-        secret_key="testing",
-        region="us-east-1",
-        endpoint_override=f"{moto_host}:{moto_port}",
-        scheme="http",
-        allow_bucket_creation=True,
-    )
-    direct.create_dir(BUCKET)
+    with moto_s3(BUCKET) as (direct, moto_host, moto_port):
+        yield from _serve(direct, moto_host, moto_port, tmp_path_factory)
+
+
+def _serve(
+    direct: pafs.S3FileSystem,
+    moto_host: str,
+    moto_port: int,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[dict[str, str], Fault, pa.Table]]:
     root = write_sample_log_dir(
         tmp_path_factory.mktemp("faults"), records_per_partition=300, segment_bytes=16 * 1024
     )
@@ -162,7 +159,6 @@ def servers(
         yield options, proxy.fault, ksd.read_table(str(root))
     finally:
         proxy.shutdown()
-        moto.stop()
 
 
 def _read(options: dict[str, str], **extra: Any) -> pa.Table:

@@ -12,8 +12,6 @@ import kafka_segments_ds as ksd
 from kafka_segments_ds.errors import ChecksumError
 from kafka_segments_ds.samples import write_sample_log_dir
 
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-
 BUCKET = "archive"
 CREDENTIALS = {
     "fs.s3.accessKey": "testing",
@@ -23,24 +21,9 @@ CREDENTIALS = {
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[tuple[pafs.S3FileSystem, dict[str, str]]]:
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    options = {**CREDENTIALS, "fs.s3.endpoint": f"http://{host}:{port}"}
-    filesystem = pafs.S3FileSystem(
-        access_key="testing",
-        secret_key="testing",
-        region="us-east-1",
-        endpoint_override=f"{host}:{port}",
-        scheme="http",
-        allow_bucket_creation=True,
-    )
-    filesystem.create_dir(BUCKET)
-    try:
-        yield filesystem, options
-    finally:
-        server.stop()
+def s3(moto_s3) -> Iterator[tuple[pafs.S3FileSystem, dict[str, str]]]:  # type: ignore[no-untyped-def]
+    with moto_s3(BUCKET) as (filesystem, host, port):
+        yield filesystem, {**CREDENTIALS, "fs.s3.endpoint": f"http://{host}:{port}"}
 
 
 @pytest.fixture(scope="module")

@@ -147,23 +147,10 @@ def test_corrupt_data_reaches_the_driver_under_our_error_name(spark, tmp_path: P
     assert [r.offset for r in dropped.collect()] == [0]
 
 
-def test_reads_from_s3_with_credentials_as_options(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    moto_server = pytest.importorskip("moto.server")
+def test_reads_from_s3_with_credentials_as_options(spark, log_dir: Path, moto_s3) -> None:  # type: ignore[no-untyped-def]
     import pyarrow.fs as pafs
 
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        s3 = pafs.S3FileSystem(
-            access_key="k",
-            secret_key="s",
-            region="us-east-1",
-            endpoint_override=f"{host}:{port}",
-            scheme="http",
-            allow_bucket_creation=True,
-        )
-        s3.create_dir("lake")
+    with moto_s3("lake") as (s3, host, port):
         pafs.copy_files(
             str(log_dir),
             "lake/kafka",
@@ -181,5 +168,3 @@ def test_reads_from_s3_with_credentials_as_options(spark, log_dir: Path) -> None
         )
         expected = ksd.read_table(str(log_dir), subscribe="orders")
         assert _rows_from_spark(df) == _rows_from_table(expected)
-    finally:
-        server.stop()
