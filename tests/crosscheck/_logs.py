@@ -305,6 +305,24 @@ def stamp_legacy_log_append_time(data: bytes | bytearray, append_time: int) -> b
     return out
 
 
+def finish_legacy_entry(entry: Entry, data: bytes | bytearray) -> None:
+    """Store what an oracle's legacy builder produced as the broker would have stored it.
+
+    kafka-python and aiokafka write wrapper offset 0 and wrapper timestamp 0; the broker sets
+    the wrapper offset to the last inner offset (the timestamp stays as the producer wrote it)
+    and, for LogAppendTime topics, stamps the append time.
+    """
+    if entry.codec != NONE:
+        data = patch_offset(data, entry.last_offset)
+        entry.wrapper_timestamp = 0
+        if entry.timestamp_type == 1:
+            data = stamp_legacy_log_append_time(data, entry.append_time)
+            entry.wrapper_timestamp = entry.append_time
+    elif entry.timestamp_type == 1:
+        data = stamp_legacy_log_append_time(data, entry.records[0].ms)
+    entry.data = bytes(data)
+
+
 def stored_v2_codec(data: bytes | bytearray, requested: int) -> int:
     """The codec a third-party builder actually stored (they fall back to none when it
     does not shrink the records)."""

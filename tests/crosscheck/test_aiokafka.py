@@ -32,13 +32,13 @@ from _logs import (
     concat,
     expected_deep,
     expected_shallow,
+    finish_legacy_entry,
     interesting_transactional_plan,
     mixed_magic_entries,
     patch_leader_epoch,
     patch_offset,
     random_entries,
     read_ours,
-    stamp_legacy_log_append_time,
     stamp_v2_log_append_time,
     stored_v2_codec,
     write_log,
@@ -130,17 +130,7 @@ def build_aiokafka(entry: Entry, rng: random.Random) -> None:
         meta = legacy.append(rec.offset - shift, rec.timestamp, rec.key, rec.value)
         assert meta is not None
         rec.timestamp = meta.timestamp
-    data = legacy.build()
-    if entry.codec != NONE:
-        # aiokafka writes wrapper offset 0 and wrapper timestamp 0, like kafka-python
-        data = patch_offset(data, entry.last_offset)
-        entry.wrapper_timestamp = 0
-        if entry.timestamp_type == 1:
-            data = stamp_legacy_log_append_time(data, entry.append_time)
-            entry.wrapper_timestamp = entry.append_time
-    elif entry.timestamp_type == 1:
-        data = stamp_legacy_log_append_time(data, entry.records[0].ms)
-    entry.data = bytes(data)
+    finish_legacy_entry(entry, legacy.build())
 
 
 # -- aiokafka -> ours ------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from _logs import (
     concat,
     expected_deep,
     expected_shallow,
+    finish_legacy_entry,
     interesting_transactional_plan,
     legacy_value_as_stored,
     mixed_magic_entries,
@@ -47,7 +48,6 @@ from _logs import (
     random_key,
     read_oracle,
     read_ours,
-    stamp_legacy_log_append_time,
     stamp_v2_log_append_time,
     stored_v2_codec,
     write_log,
@@ -153,17 +153,7 @@ def build_kafka_python(entry: Entry, rng: random.Random) -> None:
             meta = raw.append(rec.offset - shift, rec.timestamp, rec.key, rec.value)
             rec.timestamp = meta.timestamp
         data = raw.build()
-    if entry.codec != NONE:
-        # kafka-python writes wrapper offset 0 and timestamp 0; the broker sets the offset to
-        # the last inner offset (the timestamp stays as the producer wrote it)
-        data = patch_offset(data, entry.last_offset)
-        entry.wrapper_timestamp = 0
-        if entry.timestamp_type == 1:
-            data = stamp_legacy_log_append_time(data, entry.append_time)
-            entry.wrapper_timestamp = entry.append_time
-    elif entry.timestamp_type == 1:
-        data = stamp_legacy_log_append_time(data, entry.records[0].ms)
-    entry.data = bytes(data)
+    finish_legacy_entry(entry, data)
 
 
 # -- kafka-python -> ours --------------------------------------------------------------------
