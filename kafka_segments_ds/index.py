@@ -406,6 +406,183 @@ def segment_max_timestamp(index: TimeIndex) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------
+# Checks (``kafka-segments verify``)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFinding:
+    """A problem in an index file. ``zero_tail`` marks unused preallocated slots: normal for a
+    partition's active segment (copy of a running or crashed broker), a defect elsewhere."""
+
+    message: str
+    zero_tail: bool = False
+
+
+def _sanity_findings(
+    raw_bytes: np.ndarray, entry_size: int, kind: str, usable: int, why: str
+) -> list[IndexFinding]:
+    """Length and dropped-slot findings shared by both index kinds."""
+    findings = []
+    count, rest = divmod(len(raw_bytes), entry_size)
+    if rest:
+        findings.append(
+            IndexFinding(
+                f"{kind} length {len(raw_bytes)} is not a multiple of {entry_size}: the last "
+                f"entry is cut after {rest} bytes"
+            )
+        )
+    if usable < count:
+        if not raw_bytes[usable * entry_size : count * entry_size].any():
+            findings.append(
+                IndexFinding(
+                    f"zero-filled tail of {count - usable} slots from entry {usable} "
+                    "(preallocated index of an active or uncleanly stopped segment)",
+                    zero_tail=True,
+                )
+            )
+        else:
+            findings.append(IndexFinding(why))
+    return findings
+
+
+def check_offset_index(
+    data: bytes | memoryview,
+    base_offset: int,
+    positions: np.ndarray,
+    last_offsets: np.ndarray,
+    log_size: int,
+) -> tuple[int, list[IndexFinding]]:
+    """Entries of a ``.index`` and the findings a broker's lookup would suffer from.
+
+    ``positions``/``last_offsets`` describe the ``.log``'s entries (batches, legacy messages).
+    Besides Kafka's sanity checks (whole entries, last offset >= base) and monotonicity, every
+    entry (O, P) must satisfy what ``lookup`` relies on: P starts an entry of the ``.log`` and
+    no record at a position before P has an offset >= O (else a lookup of that offset starts at
+    P and misses it). That holds for every convention Kafka used: the append's first offset
+    (before 2.0), its last offset (2.0+; a follower appends several batches at once), the batch
+    last or base offset of a rebuild.
+    """
+    raw_bytes = np.frombuffer(data, dtype=np.uint8)
+    raw = np.frombuffer(data, dtype=_OFFSET_ENTRY, count=len(raw_bytes) // OFFSET_ENTRY_SIZE)
+    index = parse_offset_index(data, base_offset)
+    usable = len(index)
+    why = ""
+    if usable < len(raw):
+        rel, pos = int(raw["relative_offset"][usable]), int(raw["position"][usable])
+        why = f"entry {usable} (offset {base_offset + rel}, position {pos}) "
+        why += (
+            "has a negative field"
+            if usable == 0
+            else f"does not increase after entry {usable - 1} (offset "
+            f"{int(index.offsets[-1])}, position {int(index.positions[-1])})"
+        )
+    findings = _sanity_findings(raw_bytes, OFFSET_ENTRY_SIZE, ".index", usable, why)
+    if len(raw) and int(raw["relative_offset"][-1]) < 0:
+        findings.append(
+            IndexFinding(
+                f"the last entry's offset {base_offset + int(raw['relative_offset'][-1])} is "
+                f"below the base offset {base_offset}"
+            )
+        )
+    past = int(np.searchsorted(index.positions, log_size, side="left"))
+    if past < usable:
+        findings.append(
+            IndexFinding(
+                f"{usable - past} entries point at or past the end of the .log ({log_size} "
+                f"bytes), first entry {past} (offset {int(index.offsets[past])}, "
+                f"position {int(index.positions[past])})"
+            )
+        )
+    for k, (offset, position) in enumerate(
+        zip(index.offsets[:past].tolist(), index.positions[:past].tolist(), strict=True)
+    ):
+        i = int(np.searchsorted(positions, position))
+        if i >= len(positions) or positions[i] != position:
+            findings.append(
+                IndexFinding(
+                    f"entry {k} (offset {offset}, position {position}): no batch of the .log "
+                    "starts at that position"
+                )
+            )
+            break
+        if i and last_offsets[i - 1] >= offset:
+            findings.append(
+                IndexFinding(
+                    f"entry {k} (offset {offset}, position {position}): the batch at position "
+                    f"{int(positions[i - 1])} holds offsets up to {int(last_offsets[i - 1])}, "
+                    f"so a lookup of offset {offset} would start after it and miss them"
+                )
+            )
+            break
+    return usable, findings
+
+
+def check_time_index(
+    data: bytes | memoryview,
+    base_offset: int,
+    next_base_offset: int | None,
+    last_offsets: np.ndarray,
+    max_timestamps: np.ndarray,
+) -> tuple[int, list[IndexFinding]]:
+    """Entries of a ``.timeindex`` and its findings: Kafka's sanity checks, timestamps and
+    offsets that go backwards, offsets outside the segment, and entries (T, O) that claim a
+    max timestamp T below a timestamp stored at or before the batch holding O (a lookup by
+    time would start after that record)."""
+    raw_bytes = np.frombuffer(data, dtype=np.uint8)
+    raw = np.frombuffer(data, dtype=_TIME_ENTRY, count=len(raw_bytes) // TIME_ENTRY_SIZE)
+    index = parse_time_index(data, base_offset)
+    usable = len(index)
+    why = ""
+    if usable < len(raw):
+        ts, rel = int(raw["timestamp"][usable]), int(raw["relative_offset"][usable])
+        why = f"entry {usable} (timestamp {ts}, offset {base_offset + rel}) "
+        if usable == 0:
+            why += "has a negative field"
+        elif ts < int(index.timestamps[-1]):
+            why += f"goes back in time after entry {usable - 1} (timestamp {index.timestamps[-1]})"
+        elif ts == int(index.timestamps[-1]):
+            why += f"repeats the timestamp of entry {usable - 1}"
+        else:
+            why += f"goes back to a lower offset after entry {usable - 1} ({index.offsets[-1]})"
+    findings = _sanity_findings(raw_bytes, TIME_ENTRY_SIZE, ".timeindex", usable, why)
+    end = usable
+    if next_base_offset is not None:
+        end = int(np.searchsorted(index.offsets, next_base_offset, side="left"))
+        if end < usable:
+            findings.append(
+                IndexFinding(
+                    f"{usable - end} entries have offsets at or past the next segment's base "
+                    f"offset {next_base_offset}, first entry {end} (offset "
+                    f"{int(index.offsets[end])})"
+                )
+            )
+    running_max = np.maximum.accumulate(max_timestamps) if len(max_timestamps) else max_timestamps
+    for k, (ts, offset) in enumerate(
+        zip(index.timestamps[:end].tolist(), index.offsets[:end].tolist(), strict=True)
+    ):
+        i = int(np.searchsorted(last_offsets, offset, side="left"))
+        if i >= len(last_offsets):
+            findings.append(
+                IndexFinding(
+                    f"entry {k} (timestamp {ts}, offset {offset}): the .log ends before that "
+                    "offset"
+                )
+            )
+            break
+        if running_max[i] > ts:
+            findings.append(
+                IndexFinding(
+                    f"entry {k} (timestamp {ts}, offset {offset}): a record at or before that "
+                    f"offset has timestamp {int(running_max[i])}, so a lookup by time would "
+                    "start after it"
+                )
+            )
+            break
+    return usable, findings
+
+
+# --------------------------------------------------------------------------------------------
 # Encoding and building
 # --------------------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """``kafka-segments``: dump, verify, stats, rebuild-index and recover for Kafka log segments.
 
 Every command streams through :func:`kafka_segments_ds.iter_batches` (bounded memory) or reads
-one segment at a time. Exit status: 0 ok, 1 ``verify``/``rebuild-index`` found errors, 2 bad
-input (missing path, corrupt data in ``dump``/``stats``, bad option), 130 interrupted.
+one segment at a time. Exit status, the same for every command (``--help`` shows it): 0 ok,
+1 damaged log data, 2 usage error / no Kafka data at a path / a file that cannot be read, 3 only
+index files are wrong (``rebuild-index`` fixes them), 130 interrupted.
 
 One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``), each with
 ``NAME``/``SUMMARY``/``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args) -> int``;
@@ -17,19 +18,33 @@ import sys
 from collections.abc import Callable
 
 from kafka_segments_ds.cli import dump, rebuild_index, recover, stats, verify
-from kafka_segments_ds.cli.common import PROG, PipeClosed, key_value, write_lines
-from kafka_segments_ds.errors import KafkaSegmentsError
+from kafka_segments_ds.cli.common import (
+    EXIT_DAMAGED,
+    EXIT_INDEX,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STATUS_HELP,
+    EXIT_UNUSABLE,
+    PROG,
+    PipeClosed,
+    key_value,
+    storage_error,
+    write_lines,
+)
+from kafka_segments_ds.errors import CorruptIndexError, CorruptSegmentError, KafkaSegmentsError
 
 __all__ = ["PipeClosed", "build_parser", "main", "write_lines"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(__doc__ or "").splitlines()[0],
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "paths", nargs="+", metavar="PATH", help="log dir, partition dir, .log file, glob or URI"
-    )
     common.add_argument(
         "--option",
         action="append",
@@ -45,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
             parents=[common],
             help=command.SUMMARY,
             description=command.DESCRIPTION,
+            epilog=EXIT_STATUS_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.add_argument(
+            "paths",
+            nargs="*" if command is dump else "+",
+            metavar="PATH",
+            help="log dir, partition dir, .log file, glob or URI"
+            + (" (or an index, .snapshot or .checkpoint file)" if command is dump else ""),
         )
         command.add_arguments(sub)
         sub.set_defaults(run=command.run)
@@ -69,11 +93,23 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     except PipeClosed:
         _silence_stdout()
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
-    except (KafkaSegmentsError, OSError) as err:  # FileNotFoundError is an OSError
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return 2
+        return EXIT_INTERRUPTED
+    except OSError as err:
+        if not isinstance(err, KafkaSegmentsError):
+            err = storage_error(err, getattr(err, "filename", None) or "")
+        return _fail(err, EXIT_UNUSABLE)
+    except CorruptIndexError as err:
+        return _fail(err, EXIT_INDEX)
+    except CorruptSegmentError as err:
+        return _fail(err, EXIT_DAMAGED)
+    except KafkaSegmentsError as err:
+        return _fail(err, EXIT_UNUSABLE)
+
+
+def _fail(err: BaseException, status: int) -> int:
+    message = str(err).splitlines()[0] if str(err) else type(err).__name__
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return status

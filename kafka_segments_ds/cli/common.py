@@ -13,10 +13,26 @@ from typing import Any, TextIO
 
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.fs import resolve
+from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
+from kafka_segments_ds.fs import display_path, read_file, resolve
 from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover, segment_file_name
 
 PROG = "kafka-segments"
+
+# Exit statuses, the same for every command. When several apply, verify reports the first of
+# EXIT_UNUSABLE, EXIT_DAMAGED, EXIT_INDEX that occurred.
+EXIT_OK = 0
+EXIT_DAMAGED = 1  # damaged log data (.log: CRC, framing, offsets, truncated tail)
+EXIT_UNUSABLE = 2  # usage error, no Kafka data at PATH, a file that cannot be read
+EXIT_INDEX = 3  # only index files are wrong: a broker (or rebuild-index) rebuilds them
+EXIT_INTERRUPTED = 130
+EXIT_STATUS_HELP = """\
+exit status:
+  0    ok
+  1    damaged log data (.log CRC, framing, offsets, truncated tail)
+  2    usage error, no Kafka data at PATH, or a file that cannot be read
+  3    only index files (.index/.timeindex/.txnindex) are wrong: rebuild-index fixes them
+  130  interrupted"""
 # Lines are written in chunks of about this many bytes (one flush per chunk, not per line).
 WRITE_CHUNK_BYTES = 1 << 16
 
@@ -71,18 +87,28 @@ def _write_bytes(data: bytes | memoryview, stream: TextIO) -> None:
 
 
 def render_bytes(data: bytes | None, encoding: str) -> Any:
-    """Render a key/value for JSON output: utf8 | hex | base64 | json (utf8 when not JSON)."""
+    """Render a key/value for JSON output: utf8 (bad bytes become U+FFFD) | escaped (bad bytes
+    as ``\\xNN``) | hex | base64 | json (embedded when the bytes parse as JSON, else utf8).
+
+    ``None`` (a tombstone, a null key) stays ``None``; bytes never render as JSON null, so the
+    four bytes ``null`` under ``json`` are the string ``"null"``.
+    """
     if data is None:
         return None
     if encoding == "hex":
         return data.hex()
     if encoding == "base64":
         return base64.b64encode(data).decode("ascii")
+    if encoding == "escaped":
+        return data.decode("utf-8", errors="backslashreplace")
     if encoding == "json":
         try:
-            return json.loads(data)
+            parsed = json.loads(data)
         except ValueError:
             pass
+        else:
+            if parsed is not None:
+                return parsed
     return data.decode("utf-8", errors="replace")
 
 
@@ -107,14 +133,57 @@ def progress(items: list[Any], quiet: bool, desc: str) -> Iterable[Any]:
     return tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
 
 
+class NoKafkaDataError(KafkaSegmentsError):
+    """A path given on the command line holds no Kafka log segment."""
+
+
+def worst_status(statuses: Iterable[int]) -> int:
+    """The exit status for several findings: unusable, then damaged, then index-only."""
+    seen = set(statuses)
+    for status in (EXIT_UNUSABLE, EXIT_DAMAGED, EXIT_INDEX):
+        if status in seen:
+            return status
+    return EXIT_OK
+
+
+def storage_error(err: OSError, path: str | None) -> StorageError:
+    """An OS error (not found, permission denied, ...) as our own error naming ``path``."""
+    if isinstance(err, StorageError):
+        return err
+    reason = err.strerror or str(err) or type(err).__name__
+    return StorageError(reason[:1].lower() + reason[1:], path or None)
+
+
+def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
+    """A whole file; OS errors become :class:`StorageError`."""
+    try:
+        return read_file(filesystem, path).to_pybytes()
+    except OSError as err:
+        raise storage_error(err, display_path(filesystem, path)) from err
+
+
 def partitions(
     paths: list[str], options: dict[str, str]
 ) -> list[tuple[pafs.FileSystem, PartitionLog]]:
-    """Every partition under ``paths``, with the filesystem it lives on."""
+    """Every partition under ``paths``, with the filesystem it lives on.
+
+    Raises :class:`NoKafkaDataError` for a path without a segment (an empty directory, a
+    directory of other files, the parent of a log dir) and :class:`StorageError` for one that
+    cannot be listed: pointed at the wrong mount, a check must not pass.
+    """
     found: list[tuple[pafs.FileSystem, PartitionLog]] = []
     for path in paths:
         filesystem, resolved = resolve(path, options)
-        found.extend((filesystem, part) for part in discover(resolved, filesystem))
+        try:
+            parts = discover(resolved, filesystem)
+        except OSError as err:
+            raise storage_error(err, path) from err
+        if not any(part.segments for part in parts):
+            raise NoKafkaDataError(
+                f"{path}: no Kafka log segments (<20-digit offset>.log files) in it, in its "
+                "<topic>-<partition> subdirectories, or matching it"
+            )
+        found.extend((filesystem, part) for part in parts)
     return found
 
 

@@ -20,10 +20,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_segments_ds import iter_batches
-from kafka_segments_ds.cli.common import cut, iso, render_bytes, write_chunks, write_lines
+from kafka_segments_ds.cli.common import (
+    cut,
+    iso,
+    partitions,
+    render_bytes,
+    write_chunks,
+    write_lines,
+)
 from kafka_segments_ds.cli.dump_files import FILE_SUFFIXES, dump_file
 from kafka_segments_ds.cli.jsonl import jsonl_bytes
-from kafka_segments_ds.errors import CorruptSegmentError
+from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError
+from kafka_segments_ds.fs import display_path
+from kafka_segments_ds.layout import PartitionLog
+from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_for
 from kafka_segments_ds.schema import default_columns
 
@@ -33,65 +44,226 @@ TABLE_KEY_WIDTH = 24
 
 NAME = "dump"
 SUMMARY = "print records or batches"
-DESCRIPTION = "Print records (or batches), or an index or producer-snapshot file."
+DESCRIPTION = """\
+Print records (--deep, the default) or batches (--shallow), or one index, producer-snapshot or
+KRaft .checkpoint file. Offset and time ranges go through the reader's index lookups, so only
+the segments and batches that hold them are decoded.
+
+Renderings of key/value bytes (--key/--value): utf8 (default: bytes that are not UTF-8 become
+U+FFFD, and a note on stderr says how many), escaped (UTF-8, other bytes as \\xNN), hex, base64,
+json (the bytes embedded as JSON when they parse, else as a utf8 string). In JSON lines a
+tombstone (null value) is null, never the string "null"; in a table it is <null>.
+
+Spellings of Kafka's kafka-dump-log.sh are accepted: --files a,b (the paths), --deep-iteration
+(= --deep), --print-data-log (always on here: records are printed with their data),
+--max-bytes N (only the entries within the first N bytes of each .log file)."""
+
+RENDERINGS = ("utf8", "escaped", "hex", "base64", "json")
+# Reader options the CLI also has flags for: option name (lower case) -> (flag, args attribute)
+FLAG_OPTIONS = {
+    "isolationlevel": ("--isolation", "isolation"),
+    "mode": ("--mode", "mode"),
+    "iteration": ("--deep/--shallow", "iteration"),
+    "includeheaders": ("--include-headers", "include_headers"),
+    "includemetadata": ("--include-metadata", "include_metadata"),
+}
+RANGE_OPTIONS = {
+    "startingoffsets": "--from-offset",
+    "endingoffsets": "--to-offset",
+    "startingtimestamp": "--from-timestamp",
+    "endingtimestamp": "--to-timestamp",
+}
 
 
 def add_arguments(dump: argparse.ArgumentParser) -> None:
-    dump.add_argument("--shallow", action="store_true", help="one row per batch")
+    dump.add_argument(
+        "--files",
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="comma-separated paths (kafka-dump-log.sh spelling), added to PATH",
+    )
+    depth = dump.add_mutually_exclusive_group()
+    depth.add_argument(
+        "--deep",
+        "--deep-iteration",
+        dest="iteration",
+        action="store_const",
+        const="deep",
+        help="one row per record, inside compressed batches (default; --deep-iteration is "
+        "kafka-dump-log.sh's spelling)",
+    )
+    depth.add_argument(
+        "--shallow", dest="iteration", action="store_const", const="shallow", help="one row per batch"
+    )
+    dump.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="accepted for kafka-dump-log.sh users; records are always printed with key and value",
+    )
+    dump.add_argument(
+        "--max-bytes",
+        type=positive_int,
+        metavar="N",
+        help="only entries lying within the first N bytes of each .log file (kafka-dump-log.sh)",
+    )
     dump.add_argument("--format", choices=("jsonl", "table"), default="jsonl")
     for name in ("key", "value"):
         dump.add_argument(
             f"--{name}",
-            choices=("utf8", "hex", "base64", "json"),
+            choices=RENDERINGS,
             default="utf8",
-            help=f"how to render the {name} bytes (default utf8)",
+            help=f"how to render the {name} bytes (default utf8; see above)",
         )
-    dump.add_argument("--include-headers", action="store_true")
-    dump.add_argument("--include-metadata", action="store_true")
-    dump.add_argument("--from-offset", type=int, metavar="N", help="first offset (inclusive)")
-    dump.add_argument("--to-offset", type=int, metavar="N", help="end offset (exclusive)")
+    dump.add_argument("--include-headers", action="store_true", default=None)
+    dump.add_argument("--include-metadata", action="store_true", default=None)
+    dump.add_argument(
+        "--from-offset", type=non_negative_int, metavar="N", help="first offset (inclusive)"
+    )
+    dump.add_argument(
+        "--to-offset", type=non_negative_int, metavar="N", help="end offset (exclusive)"
+    )
     dump.add_argument(
         "--from-timestamp",
-        type=int,
+        type=non_negative_int,
         metavar="MS",
-        help="start at the first offset with timestamp >= MS (epoch ms)",
+        help="start at the first offset with timestamp >= MS (epoch ms) in each partition; a "
+        "partition with none (an idle topic) gives no rows",
     )
-    dump.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
     dump.add_argument(
-        "--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted"
+        "--to-timestamp",
+        type=non_negative_int,
+        metavar="MS",
+        help="stop before the first offset with timestamp >= MS in each partition (exclusive)",
     )
-    dump.add_argument("--mode", choices=("FAILFAST", "DROPMALFORMED"), default="FAILFAST")
+    dump.add_argument(
+        "--limit", type=non_negative_int, metavar="N", help="print at most N rows in all"
+    )
+    dump.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
+    dump.add_argument("--mode", choices=("FAILFAST", "DROPMALFORMED"))
     dump.add_argument("--gaps", action="store_true", help="also report offset gaps")
     dump.add_argument(
         "--decoder",
         choices=CHOICES,
         default="auto",
         help="decode the keys and values of Kafka's internal topics: __consumer_offsets "
-        "(offsets), __transaction_state (transaction), __cluster_metadata (metadata); "
-        "auto (default) picks by topic name",
+        "(offsets), __transaction_state (transaction), __cluster_metadata (metadata), "
+        "__share_group_state (share), __remote_log_metadata (remote); auto (default) picks "
+        "by topic name",
     )
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer > 0."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
+    paths = list(args.paths) + [p for group in args.files for p in group.split(",") if p]
+    if not paths:
+        raise InvalidOptionError("dump needs a PATH (or --files a,b)")
+    _settle_options(args)
     budget = [args.limit if args.limit is not None else sys.maxsize]
-    for path in args.paths:
+    notes: dict[str, int] = {}
+    for path in paths:
         if path.endswith(FILE_SUFFIXES):
             write_lines(dump_file(path, args.option), sys.stdout)
+            continue
+        found = partitions([path], args.option)
+        if args.max_bytes is not None:
+            for filesystem, part in found:
+                for segment in part.segments:
+                    shown = display_path(filesystem, segment.path)
+                    with filesystem.open_input_file(segment.path) as stream:
+                        head = stream.read(args.max_bytes)
+                    cut = scan_entries(head).valid_bytes  # entries wholly within the bytes
+                    write_chunks(dump_chunks(args, shown, budget, [], notes, cut), sys.stdout)
         else:
-            write_chunks(dump_chunks(args, path, budget), sys.stdout)
+            write_chunks(dump_chunks(args, path, budget, found, notes), sys.stdout)
+    for column, count in notes.items():
+        print(
+            f"note: {count} {column}s are not valid UTF-8: shown with U+FFFD for the bad bytes "
+            f"(--{column} escaped, hex or base64 show every byte)",
+            file=sys.stderr,
+        )
     return 0
 
 
-def _reader_options(args: argparse.Namespace) -> dict[str, Any]:
-    opts: dict[str, Any] = dict(args.option)
-    opts["iteration"] = "shallow" if args.shallow else "deep"
+def _settle_options(args: argparse.Namespace) -> None:
+    """Reconcile ``--option`` with the flags: an option is honoured unless a flag says
+    otherwise; a flag and an option that disagree are refused, naming the flag."""
+    given = {key.lower(): (key, value) for key, value in args.option.items()}
+    if given:
+        parsed = parse_read_options(dict(args.option))  # validates names and values
+        values = {
+            "isolationlevel": "read_committed" if parsed.read_committed else "read_uncommitted",
+            "mode": parsed.mode,
+            "iteration": parsed.iteration,
+            "includeheaders": parsed.include_headers,
+            "includemetadata": parsed.include_metadata,
+        }
+        for lowered, (flag, attr) in FLAG_OPTIONS.items():
+            if lowered not in given:
+                continue
+            key = given[lowered][0]
+            flag_value = getattr(args, attr)
+            if flag_value is not None and flag_value != values[lowered]:
+                raise InvalidOptionError(
+                    f"--option {key}={given[lowered][1]} contradicts {flag}; give one of them"
+                )
+            setattr(args, attr, values[lowered])
+        for lowered, flag in RANGE_OPTIONS.items():
+            if lowered in given and getattr(args, flag[2:].replace("-", "_")) is not None:
+                raise InvalidOptionError(f"give {flag} or --option {given[lowered][0]}, not both")
+    args.iteration = args.iteration or "deep"
+    args.shallow = args.iteration == "shallow"
+    args.include_headers = bool(args.include_headers)
+    args.include_metadata = bool(args.include_metadata)
+    args.isolation = args.isolation or "read_uncommitted"
+    args.mode = args.mode or "FAILFAST"
+
+
+def _reader_options(
+    args: argparse.Namespace, found: list[tuple[Any, PartitionLog]]
+) -> tuple[dict[str, Any], bool]:
+    """Reader options for ``found``, and whether rows must still be filtered by offset (for
+    partitions the options cannot name: a directory not called ``<topic>-<partition>``)."""
+    opts: dict[str, Any] = {
+        k: v for k, v in args.option.items() if k.lower() not in FLAG_OPTIONS
+    }
+    opts["iteration"] = args.iteration
     opts["includeHeaders"] = args.include_headers
     opts["includeMetadata"] = args.include_metadata
     opts["isolationLevel"] = args.isolation
     opts["mode"] = args.mode
     if args.from_timestamp is not None:
         opts["startingTimestamp"] = args.from_timestamp
-    return opts
+        # a partition without a record at or after the time (an idle topic) gives no rows
+        if not any(k.lower() == "startingoffsetsbytimestampstrategy" for k in opts):
+            opts["startingOffsetsByTimestampStrategy"] = "latest"
+    if args.to_timestamp is not None:
+        opts["endingTimestamp"] = args.to_timestamp
+    named = [(p.topic, p.partition) for _, p in found if p.topic is not None]
+    unnamed = len(named) < len(found)
+    for bound, option in ((args.from_offset, "startingOffsets"), (args.to_offset, "endingOffsets")):
+        if bound is None or not named:
+            continue
+        by_topic: dict[str, dict[str, int]] = {}
+        for topic, partition in named:
+            by_topic.setdefault(str(topic), {})[str(partition)] = bound
+        opts[option] = json.dumps(by_topic)
+    return opts, unnamed or not found
 
 
 def _columns(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -102,22 +274,41 @@ def _columns(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         helpers.append("batchBaseOffset")
     if args.decoder != "none":
         helpers += ["segment", "position"]  # where a record that fails to decode lives
-    return shown, shown + [c for c in helpers if c not in shown]
+    if args.max_bytes is not None:
+        helpers += ["position"]
+    return shown, shown + [c for c in dict.fromkeys(helpers) if c not in shown]
 
 
 def dump_chunks(
-    args: argparse.Namespace, path: str, budget: list[int]
+    args: argparse.Namespace,
+    path: str,
+    budget: list[int],
+    found: list[tuple[Any, PartitionLog]],
+    notes: dict[str, int] | None = None,
+    end_position: int | None = None,
 ) -> Iterator[str | memoryview]:
-    """Text for the records (or batches) under ``path``; ``budget`` holds the rows left."""
+    """Text for the records (or batches) under ``path``; ``budget`` holds the rows left.
+
+    ``end_position`` (one ``.log`` file): only entries that start before it."""
     shown, read = _columns(args)
     last_seen: dict[tuple[Any, Any], int] = {}
+    opts, filter_offsets = _reader_options(args, found)
     if args.format == "table":
-        yield f"{'TOPIC-PARTITION':<24} {'OFFSET':>12}  {'TIMESTAMP':<29} {'KEY':<24} VALUE\n"
-    for arrow_batch in iter_batches(path, read, **_reader_options(args)):
-        arrow_batch = _in_offset_range(arrow_batch, args.from_offset, args.to_offset)
+        yield _table_header(shown)
+    if budget[0] <= 0:
+        return
+    for arrow_batch in iter_batches(path, read, **opts):
+        if filter_offsets:
+            arrow_batch = _in_offset_range(arrow_batch, args.from_offset, args.to_offset)
+        if end_position is not None:
+            arrow_batch, done = _within_bytes(arrow_batch, end_position)
+            if done and not arrow_batch.num_rows:
+                return
         if arrow_batch.num_rows > budget[0]:
             arrow_batch = arrow_batch.slice(0, budget[0])
         budget[0] -= arrow_batch.num_rows
+        if notes is not None:
+            _note_invalid_utf8(arrow_batch, args, notes)
         start = 0
         gaps = _gaps(arrow_batch, args.shallow, last_seen) if args.gaps else []
         for row, gap in [*gaps, (arrow_batch.num_rows, None)]:
@@ -128,6 +319,40 @@ def dump_chunks(
             start = row
         if budget[0] <= 0:
             return
+
+
+def _within_bytes(arrow_batch: pa.RecordBatch, end: int) -> tuple[pa.RecordBatch, bool]:
+    """Rows of entries that start below ``end``, and whether a later row did not (the reader
+    then stops: positions increase through a file)."""
+    positions = arrow_batch.column("position").to_numpy(zero_copy_only=False)
+    keep = int(np.searchsorted(positions, end, side="left"))
+    return arrow_batch.slice(0, keep), keep < arrow_batch.num_rows
+
+
+def _note_invalid_utf8(
+    arrow_batch: pa.RecordBatch, args: argparse.Namespace, notes: dict[str, int]
+) -> None:
+    for column in ("key", "value"):
+        if getattr(args, column) != "utf8" or column not in arrow_batch.schema.names:
+            continue
+        data = arrow_batch.column(column)
+        try:
+            pc.cast(data, pa.string())
+        except pa.ArrowInvalid:
+            bad = sum(
+                1
+                for v in data.to_pylist()
+                if v is not None and not _is_utf8(v)
+            )
+            notes[column] = notes.get(column, 0) + bad
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _in_offset_range(
@@ -235,18 +460,51 @@ def _format_row(
         ]
     if args.format == "jsonl":
         return json.dumps(out, ensure_ascii=False)
-    key = _cell(out["key"], "")
-    value = _cell(out["value"], "null")
     tp = f"{out['topic']}-{out['partition']}" if out["topic"] is not None else "-"
-    return (
-        f"{cut(tp, 24):<24} {out['offset']:>12}  {iso(out['timestamp']):<29} "
-        f"{cut(key, TABLE_KEY_WIDTH):<24} {cut(value, TABLE_VALUE_WIDTH)}"
+    cells = [
+        f"{cut(escape(tp), 24):<24}",
+        f"{out['offset']:>12}",
+        f"{iso(out['timestamp']):<29}",
+        f"{cut(_cell(out['key']), TABLE_KEY_WIDTH):<{TABLE_KEY_WIDTH}}",
+        cut(_cell(out["value"]), TABLE_VALUE_WIDTH),
+    ]
+    extra = [name for name in shown if name not in _TABLE_BASE]
+    if "decode_error" in out:
+        extra.append("decode_error")
+    if extra:
+        cells[-1] = f"{cells[-1]:<{TABLE_VALUE_WIDTH}}"
+        cells += [f"{name}={_cell(out[name])}" for name in extra]
+    return " ".join(cells).rstrip()
+
+
+_TABLE_BASE = ("topic", "partition", "offset", "timestamp", "timestampType", "key", "value")
+
+
+def _table_header(shown: list[str]) -> str:
+    header = (
+        f"{'TOPIC-PARTITION':<24} {'OFFSET':>12} {'TIMESTAMP':<29} "
+        f"{'KEY':<{TABLE_KEY_WIDTH}} VALUE"
     )
+    extra = [name for name in shown if name not in _TABLE_BASE]
+    if extra:
+        header = f"{header:<{24 + 12 + 29 + TABLE_KEY_WIDTH + 4 + TABLE_VALUE_WIDTH}} "
+        header += " ".join(name.upper() for name in extra)
+    return header.rstrip() + "\n"
 
 
-def _cell(value: Any, null: str) -> str:
+# Control characters would break a table row: shown as JSON escapes (\n, \t, \u001b, ...).
+_ESCAPES = {c: json.dumps(chr(c))[1:-1] for c in (*range(32), 127)}
+
+
+def escape(text: str) -> str:
+    """``text`` with control characters escaped, so one row stays one line."""
+    return text.translate(_ESCAPES)
+
+
+def _cell(value: Any) -> str:
+    """A table cell: ``<null>`` for a null (a tombstone's value), JSON for nested values."""
     if value is None:
-        return null
+        return "<null>"
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
+    return escape(str(value))

@@ -4,7 +4,7 @@ Formatting each row with ``json.dumps`` costs microseconds per record and domina
 each column is a *piece*: integers, UTF-8 strings to escape, or ready-made fragments, read
 straight from the Arrow buffers. The numba kernels of :mod:`.jsonl_kernels` size every row,
 then write each piece into one output buffer. Only what has no bulk form (headers,
-``--key/--value base64|json``, byte strings that are not UTF-8) is formatted per row with
+``--key/--value base64|json``, ``escaped``, byte strings that are not UTF-8) is formatted per row with
 ``json.dumps`` and then copied in as a ready-made fragment. The output is byte for byte what
 ``json.dumps(row, ensure_ascii=False)`` gives for the same row.
 """
@@ -83,12 +83,12 @@ def column_piece(name: str, column: pa.Array, encoding: str) -> Piece:
     if pa.types.is_binary(kind):
         if encoding == "hex":
             return _buffers_piece("hex", column)
-        if encoding == "utf8":
+        if encoding in ("utf8", "escaped"):
             try:
                 pc.cast(column, pa.string())  # only validates: the kernels escape valid UTF-8
             except pa.ArrowInvalid:  # not UTF-8: Python's replacement rules, per row
                 return _per_row(
-                    column, lambda v: json.dumps(render_bytes(v, "utf8"), ensure_ascii=False)
+                    column, lambda v: json.dumps(render_bytes(v, encoding), ensure_ascii=False)
                 )
             return _buffers_piece("text", column)
         if encoding == "base64":

@@ -1,15 +1,26 @@
 """``kafka-segments verify``: CRCs, framing, offsets and index/log consistency, per file.
 
-Covers what DumpLogSegments' ``--verify-index-only`` and ``--index-sanity-check`` do: every
-offset-index entry must point at the start of the batch holding its offset, every time-index
-entry at a batch of the segment. Offset gaps are legal (compaction, control records) and only
-counted, as DumpLogSegments' "Non-consecutive offsets" report does.
+Each file gets one line ``LABEL path: details``:
+
+* ``OK``; ``NOTE`` (nothing wrong: a preallocated zero tail of the active segment's index);
+* ``INDEX`` (exit 3): an index a broker's lookup would go wrong with, or that fails Kafka's
+  sanity checks (``OffsetIndex``/``TimeIndex`` ``sanityCheck``): ``rebuild-index`` fixes it;
+* ``ERROR`` (exit 1): damaged log data: CRC, framing, offsets that do not increase, a truncated
+  tail (``rebuild-index --truncate`` cuts it as a broker's recovery does);
+* ``UNREADABLE`` (exit 2): the file could not be read; verify goes on with the next one.
+
+Index entries are judged by what a broker's lookup relies on (FORMAT §6.2), so every offset
+convention Kafka used is accepted: the append's first offset (before 2.0), its last offset (2.0+,
+with several batches per append on a follower), a rebuild's batch offsets. Offset gaps are legal
+(compaction, control records) and only counted, as DumpLogSegments' "Non-consecutive offsets".
+A summary line ends the output.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -17,43 +28,40 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds import iter_batches
-from kafka_segments_ds.cli.common import partitions, progress, write_lines
+from kafka_segments_ds.cli.common import (
+    EXIT_DAMAGED,
+    EXIT_INDEX,
+    EXIT_OK,
+    EXIT_STATUS_HELP,
+    EXIT_UNUSABLE,
+    PROG,
+    partitions,
+    progress,
+    read_bytes,
+    worst_status,
+    write_lines,
+)
 from kafka_segments_ds.errors import KafkaSegmentsError
-from kafka_segments_ds.fs import display_path, read_file
+from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryTable, scan_entries
 
 NAME = "verify"
 SUMMARY = "check logs and indexes"
-DESCRIPTION = "Check CRCs, offsets and index/log consistency; exit 1 when any ERROR is reported."
+DESCRIPTION = (
+    "Check CRCs, framing, offsets and index/log consistency of every file; report each file "
+    "(OK, NOTE, INDEX, ERROR or UNREADABLE) and a summary line.\n\n" + EXIT_STATUS_HELP
+)
+
+Finding = tuple[str, str, str]  # (label, file, details)
+STATUS = {"OK": EXIT_OK, "NOTE": EXIT_OK, "INDEX": EXIT_INDEX, "ERROR": EXIT_DAMAGED}
+STATUS["UNREADABLE"] = EXIT_UNUSABLE
+TRUNCATED = "truncated tail"
 
 
 def add_arguments(verify: argparse.ArgumentParser) -> None:
     """No options beyond the shared ones."""
-
-
-def _first_offsets(log: bytes, table: EntryTable) -> np.ndarray:
-    """First offset of each entry where the header says it (magic 2), else -1 (legacy)."""
-    firsts = np.full(len(table.positions), -1, np.int64)
-    for i, (pos, magic) in enumerate(
-        zip(table.positions.tolist(), table.magics.tolist(), strict=True)
-    ):
-        if magic == 2:
-            firsts[i] = int.from_bytes(log[pos : pos + 8], "big", signed=True)
-    return firsts
-
-
-def _containing_entry(
-    offset: int, table: EntryTable, firsts: np.ndarray, base_offset: int
-) -> int | None:
-    """Index of the entry whose offsets include ``offset``, or None."""
-    i = int(np.searchsorted(table.last_offsets, offset, side="left"))
-    if i >= len(table.last_offsets):
-        return None
-    previous_last = int(table.last_offsets[i - 1]) if i else base_offset - 1
-    low = max(previous_last + 1, int(firsts[i]))
-    return i if low <= offset else None
 
 
 def verify_segment(
@@ -61,56 +69,42 @@ def verify_segment(
     segment: SegmentRef,
     next_base: int | None,
     options: dict[str, str],
-) -> list[tuple[str, str, str]]:
-    """``(status, file, details)`` lines for one segment's ``.log`` and index files."""
+    is_last: bool = True,
+) -> list[Finding]:
+    """One finding per file of the segment (its ``.log`` and index files)."""
     shown = display_path(filesystem, segment.path)
-    log = read_file(filesystem, segment.path).to_pybytes()
+    try:
+        log = read_bytes(filesystem, segment.path)
+    except KafkaSegmentsError as err:
+        return [("UNREADABLE", shown, str(err))]
     table = scan_entries(log)
-    warnings: list[str] = []
-    if table.valid_bytes < len(log):
-        tail = len(log) - table.valid_bytes
-        if not any(log[table.valid_bytes :]):
-            warnings.append(f"zero-filled (preallocated) tail of {tail} bytes")
-        elif table.outcome == K.FRAMING_PARTIAL:
-            warnings.append(f"truncated tail of {tail} bytes at byte position {table.valid_bytes}")
-    report = [_verify_log(shown, segment, next_base, options, warnings, len(table.positions))]
-    if report[0][0] == "ERROR":
-        return report  # index checks against an unreadable log would only repeat the error
-    firsts = _first_offsets(log, table)
-    if segment.index_path is not None:
-        report.append(_verify_offset_index(filesystem, segment, table, firsts))
-    if segment.timeindex_path is not None:
-        report.append(_verify_time_index(filesystem, segment, table, firsts, next_base))
-    if segment.txnindex_path is not None:
-        path = display_path(filesystem, segment.txnindex_path)
+    report = [_verify_log(shown, log, table, segment, next_base, options)]
+    for path, check in (
+        (segment.index_path, _offset_index_findings),
+        (segment.timeindex_path, _time_index_findings),
+        (segment.txnindex_path, _txn_index_findings),
+    ):
+        if path is None:
+            continue
+        index_shown = display_path(filesystem, path)
         try:
-            txns = kidx.parse_txn_index(read_file(filesystem, segment.txnindex_path).to_pybytes())
+            data = read_bytes(filesystem, path)
         except KafkaSegmentsError as err:
-            report.append(("ERROR", path, str(err)))
-        else:
-            bad = [t for t in txns if t.last_offset < segment.base_offset]
-            if bad:
-                report.append(
-                    (
-                        "ERROR",
-                        path,
-                        f"abort marker offset {bad[0].last_offset} is "
-                        f"below the segment base offset {segment.base_offset}",
-                    )
-                )
-            else:
-                report.append(("OK", path, f"{len(txns)} aborted transactions"))
+            report.append(("UNREADABLE", index_shown, str(err)))
+            continue
+        label, details = check(data, log, table, segment, next_base, is_last)
+        report.append((label, index_shown, details))
     return report
 
 
 def _verify_log(
     shown: str,
+    log: bytes,
+    table: EntryTable,
     segment: SegmentRef,
     next_base: int | None,
     options: dict[str, str],
-    warnings: list[str],
-    entries: int,
-) -> tuple[str, str, str]:
+) -> Finding:
     opts: dict[str, Any] = {**options, "mode": "FAILFAST", "verifyChecksums": True}
     previous = segment.base_offset - 1
     records = gaps = 0
@@ -147,82 +141,134 @@ def _verify_log(
             shown,
             f"last offset {previous} is not below the next segment's base offset {next_base}",
         )
-    details = f"{entries} batches, {records} records"
+    details = f"{len(table.positions)} batches, {records} records"
     if records:
         details += f", last offset {previous}"
     if gaps:
         plural = "s" if gaps > 1 else ""
         details += f", {gaps} offset gap{plural} (non-consecutive offsets, first after {first_gap})"
-    if warnings:
-        return ("WARN", shown, f"{details}; " + "; ".join(warnings))
-    return ("OK", shown, details)
-
-
-def _verify_offset_index(
-    filesystem: pafs.FileSystem, segment: SegmentRef, table: EntryTable, firsts: np.ndarray
-) -> tuple[str, str, str]:
-    assert segment.index_path is not None
-    shown = display_path(filesystem, segment.index_path)
-    data = read_file(filesystem, segment.index_path).to_pybytes()
-    index = kidx.parse_offset_index(data, segment.base_offset, segment.size)
-    starts = table.positions
-    for offset, position in zip(index.offsets.tolist(), index.positions.tolist(), strict=True):
-        i = int(np.searchsorted(starts, position))
-        if i >= len(starts) or starts[i] != position:
+    if table.valid_bytes < len(log):
+        tail = len(log) - table.valid_bytes
+        if not any(log[table.valid_bytes :]):
+            return ("NOTE", shown, f"{details}; zero-filled (preallocated) tail of {tail} bytes")
+        if table.outcome == K.FRAMING_PARTIAL:
             return (
                 "ERROR",
                 shown,
-                f"entry (offset {offset}, position {position}): position "
-                "is not the start of an entry in the .log",
+                f"{details}; {TRUNCATED} of {tail} bytes at byte position {table.valid_bytes} "
+                "(an entry cut short)",
             )
-        if _containing_entry(offset, table, firsts, segment.base_offset) != i:
-            return (
-                "ERROR",
-                shown,
-                f"entry (offset {offset}, position {position}): the batch "
-                f"at that position holds offsets up to {int(table.last_offsets[i])}, "
-                "not this one",
-            )
-    details = f"{len(index)} entries"
-    if index.ignored:
-        return ("WARN", shown, f"{details}, {index.ignored} ignored: {index.problem}")
     return ("OK", shown, details)
 
 
-def _verify_time_index(
-    filesystem: pafs.FileSystem,
-    segment: SegmentRef,
+def _index_label(findings: list[kidx.IndexFinding], is_last: bool) -> str:
+    if not findings:
+        return "OK"
+    if all(f.zero_tail for f in findings) and is_last:
+        return "NOTE"  # the active segment of a running or crashed broker
+    return "INDEX"
+
+
+def _offset_index_findings(
+    data: bytes,
+    log: bytes,
     table: EntryTable,
-    firsts: np.ndarray,
+    segment: SegmentRef,
     next_base: int | None,
-) -> tuple[str, str, str]:
-    assert segment.timeindex_path is not None
-    shown = display_path(filesystem, segment.timeindex_path)
-    data = read_file(filesystem, segment.timeindex_path).to_pybytes()
-    index = kidx.parse_time_index(data, segment.base_offset, next_base)
-    # parse_time_index keeps only the monotonic prefix; what it dropped is reported below.
-    for ts, offset in zip(index.timestamps.tolist(), index.offsets.tolist(), strict=True):
-        if _containing_entry(offset, table, firsts, segment.base_offset) is None:
-            return (
-                "ERROR",
-                shown,
-                f"entry (timestamp {ts}, offset {offset}): no batch in the .log holds that offset",
-            )
-    details = f"{len(index)} entries"
-    if index.ignored:
-        return ("WARN", shown, f"{details}, {index.ignored} ignored: {index.problem}")
-    return ("OK", shown, details)
+    is_last: bool,
+) -> tuple[str, str]:
+    """``(label, details)`` for a ``.index``."""
+    entries, findings = kidx.check_offset_index(
+        data, segment.base_offset, table.positions, table.last_offsets, len(log)
+    )
+    return _index_details(entries, findings, is_last)
+
+
+def _time_index_findings(
+    data: bytes,
+    log: bytes,
+    table: EntryTable,
+    segment: SegmentRef,
+    next_base: int | None,
+    is_last: bool,
+) -> tuple[str, str]:
+    """``(label, details)`` for a ``.timeindex``."""
+    entries, findings = kidx.check_time_index(
+        data, segment.base_offset, next_base, table.last_offsets, table.max_timestamps
+    )
+    return _index_details(entries, findings, is_last)
+
+
+def _index_details(
+    entries: int, findings: list[kidx.IndexFinding], is_last: bool
+) -> tuple[str, str]:
+    label = _index_label(findings, is_last)
+    details = f"{entries} entries"
+    if findings:
+        details += "; " + "; ".join(f.message for f in findings)
+    return label, details
+
+
+def _txn_index_findings(
+    data: bytes,
+    log: bytes,
+    table: EntryTable,
+    segment: SegmentRef,
+    next_base: int | None,
+    is_last: bool,
+) -> tuple[str, str]:
+    """``(label, details)`` for a ``.txnindex`` (Kafka's sanity check: markers in the segment)."""
+    try:
+        txns = kidx.parse_txn_index(data)
+    except KafkaSegmentsError as err:
+        return "INDEX", str(err)
+    bad = [t for t in txns if t.last_offset < segment.base_offset]
+    if bad:
+        return (
+            "INDEX",
+            f"abort marker offset {bad[0].last_offset} is below the segment base offset "
+            f"{segment.base_offset}",
+        )
+    return "OK", f"{len(txns)} aborted transactions"
+
+
+def summary_lines(findings: list[Finding], partition_count: int) -> list[str]:
+    """The summary line, and what to run next when something can be repaired."""
+    labels = Counter(label for label, _, _ in findings)
+    status = worst_status(STATUS[label] for label in labels)
+    logs = sum(path.endswith(".log") for _, path, _ in findings)
+    plural = "s" if partition_count != 1 else ""
+    lines = [
+        f"verify: {len(findings)} files checked ({logs} .log, {len(findings) - logs} index) in "
+        f"{partition_count} partition{plural}: {labels['OK']} ok, {labels['NOTE']} notes, "
+        f"{labels['INDEX']} index problems, {labels['ERROR']} damaged, "
+        f"{labels['UNREADABLE']} unreadable; exit status {status}"
+    ]
+    if any(label == "ERROR" and TRUNCATED in details for label, _, details in findings):
+        lines.append(
+            f"hint: a broker's recovery truncates a cut-off tail; `{PROG} rebuild-index "
+            "--truncate --dry-run PATH` shows what it would cut, then run it without --dry-run"
+        )
+    if labels["INDEX"]:
+        lines.append(
+            f"hint: `{PROG} rebuild-index PATH` rewrites .index/.timeindex as a broker's "
+            "recovery does (a damaged .txnindex is not rebuilt)"
+        )
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
+    parts = partitions(args.paths, args.option)
     work = []
-    for filesystem, part in partitions(args.paths, args.option):
+    for filesystem, part in parts:
         for i, segment in enumerate(part.segments):
-            following = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
-            work.append((filesystem, segment, following))
-    errors = 0
-    for filesystem, segment, following in progress(work, args.quiet, "verify"):
-        lines = verify_segment(filesystem, segment, following, args.option)
-        errors += sum(status == "ERROR" for status, _, _ in lines)
-        write_lines((f"{status} {path}: {details}" for status, path, details in lines), sys.stdout)
-    return 1 if errors else 0
+            last = i + 1 == len(part.segments)
+            following = None if last else part.segments[i + 1].base_offset
+            work.append((filesystem, segment, following, last))
+    findings: list[Finding] = []
+    for filesystem, segment, following, last in progress(work, args.quiet, "verify"):
+        lines = verify_segment(filesystem, segment, following, args.option, last)
+        findings.extend(lines)
+        write_lines((f"{label} {path}: {details}" for label, path, details in lines), sys.stdout)
+    write_lines(summary_lines(findings, len(parts)), sys.stdout)
+    return worst_status(STATUS[label] for label, _, _ in findings)
