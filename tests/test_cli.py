@@ -291,9 +291,13 @@ def test_verify_ok(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "verify", str(sample), "--quiet")
     assert status == 0
     lines = out.splitlines()
-    assert lines and all(line.startswith("OK ") for line in lines)
+    assert lines and all(line.startswith("OK ") for line in lines[:-1])
     # 4 partitions, 7 segments: each has .log, .index, .timeindex; two .txnindex files
-    assert len(lines) == 7 * 3 + 2
+    assert len(lines) == 7 * 3 + 2 + 1
+    assert lines[-1] == (
+        "verify: 23 files checked (7 .log, 16 index) in 4 partitions: 23 ok, 0 notes, "
+        "0 index problems, 0 damaged, 0 unreadable; exit status 0"
+    )
 
 
 def test_verify_flipped_byte(sample_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -315,16 +319,20 @@ def test_verify_flipped_byte(sample_copy: Path, capsys: pytest.CaptureFixture[st
     )
 
 
-def test_verify_index_zero_tail_warns(
-    sample_copy: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = sample_copy / "orders-0" / f"{SEGMENT0}.index"
-    path.write_bytes(path.read_bytes() + bytes(8 * 4))
-    status, out, _ = run(capsys, "verify", str(sample_copy / "orders-0"))
-    assert status == 0
-    warn = [line for line in out.splitlines() if line.startswith("WARN ")]
-    assert len(warn) == 1
-    assert str(path) in warn[0] and "4 ignored" in warn[0] and "zero-filled" in warn[0]
+def test_verify_index_zero_tail(sample_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # preallocated slots are normal on the active (last) segment, a defect on a rolled one
+    part = sample_copy / "orders-0"
+    segments = sorted(part.glob("*.index"))
+    assert len(segments) == 2
+    for path, label, status_wanted in ((segments[1], "NOTE", 0), (segments[0], "INDEX", 3)):
+        entries = len(path.read_bytes()) // 8
+        path.write_bytes(path.read_bytes() + bytes(8 * 4))
+        status, out, _ = run(capsys, "verify", str(part))
+        assert status == status_wanted
+        assert (
+            f"{label} {path}: {entries} entries; zero-filled tail of 4 slots from entry "
+            f"{entries} (preallocated index of an active or uncleanly stopped segment)"
+        ) in out.splitlines()
 
 
 def test_verify_index_pointing_inside_a_batch(
@@ -335,8 +343,11 @@ def test_verify_index_pointing_inside_a_batch(
     moved = [(int(o), int(p) + 1) for o, p in zip(index.offsets, index.positions, strict=True)]
     path.write_bytes(kidx.encode_offset_index([kidx.OffsetPosition(o, p) for o, p in moved], 0))
     status, out, _ = run(capsys, "verify", str(sample_copy / "orders-0"))
-    assert status == 1
-    assert f"ERROR {path}: entry (offset {moved[0][0]}, position {moved[0][1]})" in out
+    assert status == 3
+    assert (
+        f"INDEX {path}: {len(moved)} entries; entry 0 (offset {moved[0][0]}, position "
+        f"{moved[0][1]}): no batch of the .log starts at that position"
+    ) in out.splitlines()
 
 
 # -- stats -----------------------------------------------------------------------------------
@@ -427,16 +438,19 @@ def test_missing_path_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         status, out, err = run(capsys, command, str(tmp_path / "nope"))
         assert status == 2
         assert out == ""
-        assert err == f"kafka-segments: error: no such file or directory: {tmp_path / 'nope'}\n"
+        assert err == (
+            f"kafka-segments: error: no such file or directory: {tmp_path / 'nope'} "
+            f"(file {tmp_path / 'nope'})\n"
+        )
 
 
-def test_corrupt_dump_exit_2(sample_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_corrupt_dump_exit_1(sample_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = sample_copy / "metrics-v1-0" / f"{SEGMENT0}.log"
     data = bytearray(log.read_bytes())
     data[100] ^= 0x01
     log.write_bytes(bytes(data))
     status, _, err = run(capsys, "dump", str(log))
-    assert status == 2
+    assert status == 1
     assert err.startswith("kafka-segments: error: ") and err.count("\n") == 1
     assert "Traceback" not in err
 

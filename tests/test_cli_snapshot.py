@@ -98,7 +98,7 @@ def test_flipped_byte_is_a_checksum_error(
         parse_producer_snapshot(bytes(data))
     assert info.value.position == 2
     status, out, err = run(capsys, path)
-    assert (status, out) == (2, "")
+    assert (status, out) == (1, "")
     assert err.count("\n") == 1
     assert err.startswith("kafka-segments: error: producer snapshot CRC-32C mismatch: stored 0x")
     assert f"over bytes [6, 102) (file {path}, byte position 2)" in err
@@ -124,7 +124,7 @@ def test_count_not_trusted(
     path = tmp_path / NAME
     path.write_bytes(data)
     status, _, err = run(capsys, path)
-    assert status == 2
+    assert status == 1
     assert message in err and f"(file {path}, byte position 6)" in err
 
 
