@@ -675,6 +675,14 @@ def encode_time_index(
     return out.tobytes()
 
 
+def encode_txn_index(entries: Sequence[AbortedTxn]) -> bytes:
+    """``.txnindex`` bytes (version 0) for ``entries``."""
+    out = np.zeros(len(entries), dtype=_TXN_ENTRY)
+    for i, txn in enumerate(entries):
+        out[i] = (0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+    return out.tobytes()
+
+
 def build_indexes(
     positions: np.ndarray,
     sizes: np.ndarray,

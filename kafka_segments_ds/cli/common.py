@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
+import logging
 import posixpath
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
@@ -200,3 +202,25 @@ def key_value(text: str) -> tuple[str, str]:
     if not eq or not key:
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
     return key, value
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def reader_warnings() -> Iterator[list[str]]:
+    """Collect the package's warnings (dropped entries, truncated tails) instead of letting
+    Python print them to stderr, so a command reports each one once, where it belongs."""
+    handler = _Collect()
+    logger = logging.getLogger("kafka_segments_ds")
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)

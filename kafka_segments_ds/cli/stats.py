@@ -1,4 +1,9 @@
-"""``kafka-segments stats``: per topic-partition counts, codecs, producers and offsets."""
+"""``kafka-segments stats``: per topic-partition counts, codecs, producers and offsets.
+
+Damage does not stop it: unless ``--option mode=FAILFAST`` is given, malformed entries are
+skipped (DROPMALFORMED), counted in the DAMAGED column, each reported once on stderr, and the
+exit status is 1.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +18,27 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import iter_batches
-from kafka_segments_ds.cli.common import iso, partitions, progress, write_lines
+from kafka_segments_ds.cli.common import (
+    EXIT_DAMAGED,
+    EXIT_OK,
+    EXIT_STATUS_HELP,
+    iso,
+    partitions,
+    progress,
+    reader_warnings,
+    write_lines,
+)
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import PartitionLog
 
 NAME = "stats"
 SUMMARY = "per-partition statistics"
-DESCRIPTION = "Per topic-partition counts and codecs."
+DESCRIPTION = (
+    "Per topic-partition counts and codecs. Damaged entries are skipped, counted (DAMAGED) and "
+    "reported once each on stderr; the exit status is then 1.\n\n" + EXIT_STATUS_HELP
+)
+# Reader warnings that mean data was lost (the rest, e.g. a re-read, are only passed on).
+DAMAGE_MARKERS = ("dropping malformed entry", "truncated entry", "resynchronised")
 
 
 def add_arguments(stats: argparse.ArgumentParser) -> None:
@@ -31,6 +50,20 @@ def partition_stats(
 ) -> dict[str, Any]:
     """Counts for one partition: streamed reads (shallow, deep, and deep read_committed when
     there are transactional batches: without them nothing can be aborted)."""
+    options = {**options}
+    if not any(key.lower() == "mode" for key in options):
+        options["mode"] = "DROPMALFORMED"
+    with reader_warnings() as messages:
+        stats = _counts(filesystem, part, options)
+    unique = list(dict.fromkeys(messages))
+    stats["damaged"] = sum(any(m in w for m in DAMAGE_MARKERS) for w in unique)
+    stats["warnings"] = unique
+    return stats
+
+
+def _counts(
+    filesystem: pafs.FileSystem, part: PartitionLog, options: dict[str, Any]
+) -> dict[str, Any]:
     paths = [display_path(filesystem, s.path) for s in part.segments]
     stats: dict[str, Any] = {
         "topic": part.topic,
@@ -104,18 +137,22 @@ _STATS_TABLE = (
     ("PRODUCERS", lambda s: s["producers"]),
     ("TXN-BATCHES", lambda s: s["transactional_batches"]),
     ("ABORTED", lambda s: s["aborted_records"]),
+    ("DAMAGED", lambda s: s["damaged"]),
 )
 
 
 def run(args: argparse.Namespace) -> int:
     parts = partitions(args.paths, args.option)
-    results = [
-        partition_stats(filesystem, part, args.option)
-        for filesystem, part in progress(parts, args.quiet, "stats")
-    ]
+    results = []
+    for filesystem, part in progress(parts, args.quiet, "stats"):
+        result = partition_stats(filesystem, part, args.option)
+        for warning in result["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr)
+        results.append(result)
+    status = EXIT_DAMAGED if any(s["damaged"] for s in results) else EXIT_OK
     if args.format == "jsonl":
         write_lines((json.dumps(s) for s in results), sys.stdout)
-        return 0
+        return status
     cells = [[str(get(s)) for _, get in _STATS_TABLE] for s in results]
     header = [name for name, _ in _STATS_TABLE]
     widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
@@ -124,5 +161,11 @@ def run(args: argparse.Namespace) -> int:
         for r in [header, *cells]
     ]
     lines.append("RATIO~ is approximate: key+value bytes of the records / stored batch bytes")
+    damaged = sum(s["damaged"] for s in results)
+    if damaged:
+        lines.append(
+            f"DAMAGED: {damaged} malformed or truncated entries skipped (see stderr); "
+            "`kafka-segments verify` names each file"
+        )
     write_lines(lines, sys.stdout)
-    return 0
+    return status

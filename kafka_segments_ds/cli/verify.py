@@ -38,6 +38,7 @@ from kafka_segments_ds.cli.common import (
     partitions,
     progress,
     read_bytes,
+    reader_warnings,
     worst_status,
     write_lines,
 )
@@ -109,32 +110,33 @@ def _verify_log(
     previous = segment.base_offset - 1
     records = gaps = 0
     first_gap: int | None = None
-    try:
-        for arrow_batch in iter_batches(shown, ["offset", "position"], **opts):
-            offsets = arrow_batch.column("offset").to_numpy()
-            if len(offsets) == 0:
-                continue
-            steps = np.diff(np.concatenate(([previous], offsets)))
-            bad = np.flatnonzero(steps <= 0)
-            if len(bad):
-                i = int(bad[0])
-                where = int(arrow_batch.column("position")[i].as_py())
-                return (
-                    "ERROR",
-                    shown,
-                    f"offset {int(offsets[i])} at byte position {where} does "
-                    f"not increase (previous {previous if i == 0 else int(offsets[i - 1])})",
-                )
-            # a step > 1 between records is a gap (compaction, control records), not an error
-            jumps = np.flatnonzero(steps[1 if records == 0 else 0 :] > 1)
-            if len(jumps) and first_gap is None:
-                at = int(jumps[0]) + (1 if records == 0 else 0)
-                first_gap = previous if at == 0 else int(offsets[at - 1])
-            gaps += len(jumps)
-            previous = int(offsets[-1])
-            records += len(offsets)
-    except KafkaSegmentsError as err:
-        return ("ERROR", shown, str(err))
+    with reader_warnings():  # what the reader warns about is reported below
+        try:
+            for arrow_batch in iter_batches(shown, ["offset", "position"], **opts):
+                offsets = arrow_batch.column("offset").to_numpy()
+                if len(offsets) == 0:
+                    continue
+                steps = np.diff(np.concatenate(([previous], offsets)))
+                bad = np.flatnonzero(steps <= 0)
+                if len(bad):
+                    i = int(bad[0])
+                    where = int(arrow_batch.column("position")[i].as_py())
+                    return (
+                        "ERROR",
+                        shown,
+                        f"offset {int(offsets[i])} at byte position {where} does "
+                        f"not increase (previous {previous if i == 0 else int(offsets[i - 1])})",
+                    )
+                # a step > 1 between records is a gap (compaction, control records), not an error
+                jumps = np.flatnonzero(steps[1 if records == 0 else 0 :] > 1)
+                if len(jumps) and first_gap is None:
+                    at = int(jumps[0]) + (1 if records == 0 else 0)
+                    first_gap = previous if at == 0 else int(offsets[at - 1])
+                gaps += len(jumps)
+                previous = int(offsets[-1])
+                records += len(offsets)
+        except KafkaSegmentsError as err:
+            return ("ERROR", shown, str(err))
     if next_base is not None and previous >= next_base:
         return (
             "ERROR",
