@@ -23,6 +23,7 @@ The count is only trusted after it is checked against the file size.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -111,3 +112,12 @@ def parse_producer_snapshot(data: bytes | memoryview) -> ProducerSnapshot:
     entries = tuple(ProducerStateEntry(*row) for row in rows.tolist())
     return ProducerSnapshot(version=version, crc=stored_crc, entries=entries)
 
+
+
+def encode_producer_snapshot(
+    entries: tuple[ProducerStateEntry, ...] | list[ProducerStateEntry],
+) -> bytes:
+    """The bytes of a version-1 ``.snapshot`` file holding ``entries``."""
+    rows = np.array([dataclasses.astuple(e) for e in entries], dtype=_ENTRY)
+    body = struct.pack(">i", len(entries)) + rows.tobytes()
+    return struct.pack(">hI", SUPPORTED_VERSION, crc32c(body)) + body

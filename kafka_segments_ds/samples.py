@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import segment_file_name
+from kafka_segments_ds.producer_snapshot import encode_producer_snapshot
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import (
     RecordSpec,
@@ -142,7 +143,8 @@ def write_sample_log_dir(
     (debris / "00000000000000099999.log.deleted").write_bytes(b"\x00" * 64)
     (debris / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     (debris / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
-    (debris / segment_file_name(0, ".snapshot")).write_bytes(b"\x00\x01")
+    # an (empty) producer-state snapshot, as a broker writes one when it rolls a segment
+    (debris / segment_file_name(0, ".snapshot")).write_bytes(encode_producer_snapshot([]))
     gone = root / "orders-7.0123456789abcdef0123456789abcdef-delete"
     gone.mkdir(exist_ok=True)
     (gone / segment_file_name(0, ".log")).write_bytes(b"\x00" * 32)

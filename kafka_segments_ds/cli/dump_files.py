@@ -1,4 +1,5 @@
-"""``kafka-segments dump`` of single files other than ``.log``: index files and snapshots."""
+"""``kafka-segments dump`` of single files other than ``.log``: index files, producer-state
+snapshots and KRaft ``.checkpoint`` snapshots."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from collections.abc import Iterator
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import index as kidx
+from kafka_segments_ds.cli.common import read_bytes
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError
-from kafka_segments_ds.fs import read_file, resolve
+from kafka_segments_ds.fs import resolve
+from kafka_segments_ds.internal_topics.kraft_snapshot import SUFFIX as CHECKPOINT_SUFFIX
+from kafka_segments_ds.internal_topics.kraft_snapshot import iter_checkpoint, parse_checkpoint_name
 from kafka_segments_ds.layout import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -23,20 +27,42 @@ from kafka_segments_ds.producer_snapshot import SUFFIX as SNAPSHOT_SUFFIX
 from kafka_segments_ds.producer_snapshot import parse_producer_snapshot
 
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-FILE_SUFFIXES = (*INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
+FILE_SUFFIXES = (*INDEX_SUFFIXES, SNAPSHOT_SUFFIX, CHECKPOINT_SUFFIX)
 
 
 def dump_file(path: str, options: dict[str, str]) -> Iterator[str]:
-    """Lines for one index or producer-snapshot file (chosen by its suffix)."""
+    """Lines for one index, producer-snapshot or KRaft snapshot file (chosen by its suffix)."""
     if path.endswith(SNAPSHOT_SUFFIX):
         return dump_snapshot(path, options)
+    if path.endswith(CHECKPOINT_SUFFIX):
+        return dump_checkpoint(path, options)
     return dump_index(path, options)
+
+
+def dump_checkpoint(path: str, options: dict[str, str]) -> Iterator[str]:
+    """One line per record of a KRaft ``.checkpoint`` snapshot (header and footer control
+    records, decoded metadata records), then a summary line."""
+    filesystem, resolved = resolve(path, options)
+    data = read_bytes(filesystem, resolved)
+    named = parse_checkpoint_name(posixpath.basename(resolved))
+    try:
+        for row in iter_checkpoint(data):
+            if "summary" in row:
+                row["summary"] = {
+                    "file": path,
+                    "end_offset": named[0] if named else None,
+                    "epoch": named[1] if named else None,
+                    **row["summary"],
+                }
+            yield json.dumps(row, ensure_ascii=False)
+    except CorruptSegmentError as err:
+        raise err.located(path=path) from err
 
 
 def dump_snapshot(path: str, options: dict[str, str]) -> Iterator[str]:
     """One line per producer in a ``.snapshot`` file, then a summary line."""
     filesystem, resolved = resolve(path, options)
-    data = read_file(filesystem, resolved).to_pybytes()
+    data = read_bytes(filesystem, resolved)
     try:
         snapshot = parse_producer_snapshot(data)
     except CorruptSegmentError as err:
@@ -62,7 +88,7 @@ def dump_index(path: str, options: dict[str, str]) -> Iterator[str]:
             f"{path}: expected <20-digit base offset>.index/.timeindex/.txnindex"
         )
     base_offset, suffix = parsed
-    data = read_file(filesystem, resolved).to_pybytes()
+    data = read_bytes(filesystem, resolved)
     directory = posixpath.dirname(resolved)
     if suffix == TXN_INDEX_SUFFIX:
         entries = kidx.parse_txn_index(data)
