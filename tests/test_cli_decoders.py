@@ -626,11 +626,6 @@ def test_small_metadata_records(api_key: int, body: bytes, name: str, data: dict
     [
         (frame(99, 0, b"\x00"), "unknown", "record type 99 is not decoded"),
         (
-            frame(7, 0, i32(1) + i64(2) + tags()),
-            "FenceBrokerRecord",
-            "record type 7 is not decoded",
-        ),
-        (
             frame(2, 1, cs("x") + UUID_A + tags()),
             "TopicRecord",
             "TopicRecord version 1 is not 0..0",
