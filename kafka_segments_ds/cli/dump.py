@@ -94,7 +94,11 @@ def add_arguments(dump: argparse.ArgumentParser) -> None:
         "kafka-dump-log.sh's spelling)",
     )
     depth.add_argument(
-        "--shallow", dest="iteration", action="store_const", const="shallow", help="one row per batch"
+        "--shallow",
+        dest="iteration",
+        action="store_const",
+        const="shallow",
+        help="one row per batch",
     )
     dump.add_argument(
         "--print-data-log",
@@ -505,6 +509,8 @@ def _cell(value: Any) -> str:
     """A table cell: ``<null>`` for a null (a tombstone's value), JSON for nested values."""
     if value is None:
         return "<null>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return escape(str(value))

@@ -80,7 +80,8 @@ def valid_prefix(log: bytes) -> tuple[EntryTable, int, str | None]:
     (if any) is not kept: framing stops, or the first entry whose CRC does not match."""
     table = scan_entries(log)
     data = as_array(log)
-    for i, (pos, size) in enumerate(zip(table.positions.tolist(), table.sizes.tolist(), strict=True)):
+    entries = zip(table.positions.tolist(), table.sizes.tolist(), strict=True)
+    for i, (pos, size) in enumerate(entries):
         if not has_valid_checksum(data[pos : pos + size]):
             kept = _first(table, i)
             return kept, pos, f"the entry at byte position {pos} fails its CRC"
