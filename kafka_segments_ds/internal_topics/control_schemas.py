@@ -65,7 +65,7 @@ KRAFT_VERSION_RECORD = Message(
     0,
     (
         Field("version", "int16"),
-        Field("k_raft_version", "int16"),
+        Field("kraft_version", "int16"),
     ),
 )
 VOTERS_RECORD = Message(
@@ -94,7 +94,7 @@ VOTERS_RECORD = Message(
                             ),
                         ),
                         Field(
-                            "k_raft_version_feature",
+                            "kraft_version_feature",
                             Struct(
                                 (
                                     Field("min_supported_version", "int16"),
