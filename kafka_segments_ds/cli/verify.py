@@ -44,7 +44,7 @@ from kafka_segments_ds.cli.common import (
 )
 from kafka_segments_ds.errors import KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
-from kafka_segments_ds.layout import SegmentRef
+from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryTable, scan_entries
 
@@ -80,10 +80,10 @@ def verify_segment(
         return [("UNREADABLE", shown, str(err))]
     table = scan_entries(log)
     report = [_verify_log(shown, log, table, segment, next_base, options)]
-    for path, check in (
-        (segment.index_path, _offset_index_findings),
-        (segment.timeindex_path, _time_index_findings),
-        (segment.txnindex_path, _txn_index_findings),
+    for path, suffix in (
+        (segment.index_path, INDEX_SUFFIX),
+        (segment.timeindex_path, TIME_INDEX_SUFFIX),
+        (segment.txnindex_path, TXN_INDEX_SUFFIX),
     ):
         if path is None:
             continue
@@ -93,7 +93,9 @@ def verify_segment(
         except KafkaSegmentsError as err:
             report.append(("UNREADABLE", index_shown, str(err)))
             continue
-        label, details = check(data, log, table, segment, next_base, is_last)
+        label, details = _index_finding(
+            suffix, data, len(log), table, segment, next_base, is_last
+        )
         report.append((label, index_shown, details))
     return report
 
@@ -163,73 +165,47 @@ def _verify_log(
     return ("OK", shown, details)
 
 
-def _index_label(findings: list[kidx.IndexFinding], is_last: bool) -> str:
-    if not findings:
-        return "OK"
-    if all(f.zero_tail for f in findings) and is_last:
-        return "NOTE"  # the active segment of a running or crashed broker
-    return "INDEX"
-
-
-def _offset_index_findings(
+def _index_finding(
+    suffix: str,
     data: bytes,
-    log: bytes,
+    log_size: int,
     table: EntryTable,
     segment: SegmentRef,
     next_base: int | None,
     is_last: bool,
 ) -> tuple[str, str]:
-    """``(label, details)`` for a ``.index``."""
-    entries, findings = kidx.check_offset_index(
-        data, segment.base_offset, table.positions, table.last_offsets, len(log)
-    )
-    return _index_details(entries, findings, is_last)
-
-
-def _time_index_findings(
-    data: bytes,
-    log: bytes,
-    table: EntryTable,
-    segment: SegmentRef,
-    next_base: int | None,
-    is_last: bool,
-) -> tuple[str, str]:
-    """``(label, details)`` for a ``.timeindex``."""
-    entries, findings = kidx.check_time_index(
-        data, segment.base_offset, next_base, table.last_offsets, table.max_timestamps
-    )
-    return _index_details(entries, findings, is_last)
-
-
-def _index_details(
-    entries: int, findings: list[kidx.IndexFinding], is_last: bool
-) -> tuple[str, str]:
-    label = _index_label(findings, is_last)
+    """``(label, details)`` for one index file of the segment."""
+    if suffix == TXN_INDEX_SUFFIX:
+        return _txn_index_finding(data, segment.base_offset)
+    if suffix == INDEX_SUFFIX:
+        entries, findings = kidx.check_offset_index(
+            data, segment.base_offset, table.positions, table.last_offsets, log_size
+        )
+    else:
+        entries, findings = kidx.check_time_index(
+            data, segment.base_offset, next_base, table.last_offsets, table.max_timestamps
+        )
     details = f"{entries} entries"
-    if findings:
-        details += "; " + "; ".join(f.message for f in findings)
-    return label, details
+    if not findings:
+        return "OK", details
+    details += "; " + "; ".join(f.message for f in findings)
+    if all(f.zero_tail for f in findings) and is_last:
+        return "NOTE", details  # the active segment of a running or crashed broker
+    return "INDEX", details
 
 
-def _txn_index_findings(
-    data: bytes,
-    log: bytes,
-    table: EntryTable,
-    segment: SegmentRef,
-    next_base: int | None,
-    is_last: bool,
-) -> tuple[str, str]:
-    """``(label, details)`` for a ``.txnindex`` (Kafka's sanity check: markers in the segment)."""
+def _txn_index_finding(data: bytes, base_offset: int) -> tuple[str, str]:
+    """Kafka's sanity check of a ``.txnindex``: whole entries, markers in the segment."""
     try:
         txns = kidx.parse_txn_index(data)
     except KafkaSegmentsError as err:
         return "INDEX", str(err)
-    bad = [t for t in txns if t.last_offset < segment.base_offset]
+    bad = [t for t in txns if t.last_offset < base_offset]
     if bad:
         return (
             "INDEX",
             f"abort marker offset {bad[0].last_offset} is below the segment base offset "
-            f"{segment.base_offset}",
+            f"{base_offset}",
         )
     return "OK", f"{len(txns)} aborted transactions"
 

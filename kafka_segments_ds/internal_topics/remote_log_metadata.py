@@ -22,6 +22,12 @@ from __future__ import annotations
 from kafka_segments_ds.internal_topics.cluster_metadata import decode_framed
 from kafka_segments_ds.internal_topics.protocol import ArrayOf, Field, Message, Struct
 from kafka_segments_ds.internal_topics.records import Decoded, raw_text
+# Structs that several records share (the JSON definitions repeat them inline)
+_TOPIC_ID_PARTITION = Struct(
+    (Field("name", "string"), Field("id", "uuid"), Field("partition", "int32"))
+)
+_SEGMENT_ID = Struct((Field("topic_id_partition", _TOPIC_ID_PARTITION), Field("id", "uuid")))
+_LEADER_EPOCHS = ArrayOf(Struct((Field("leader_epoch", "int32"), Field("offset", "int64"))))
 
 SCHEMAS: dict[int, Message] = {
     0: Message(
@@ -29,40 +35,13 @@ SCHEMAS: dict[int, Message] = {
         (0, 0),
         0,
         (
-            Field(
-                "remote_log_segment_id",
-                Struct(
-                    (
-                        Field(
-                            "topic_id_partition",
-                            Struct(
-                                (
-                                    Field("name", "string"),
-                                    Field("id", "uuid"),
-                                    Field("partition", "int32"),
-                                )
-                            ),
-                        ),
-                        Field("id", "uuid"),
-                    )
-                ),
-            ),
+            Field("remote_log_segment_id", _SEGMENT_ID),
             Field("start_offset", "int64"),
             Field("end_offset", "int64"),
             Field("broker_id", "int32"),
             Field("max_timestamp_ms", "int64"),
             Field("event_timestamp_ms", "int64"),
-            Field(
-                "segment_leader_epochs",
-                ArrayOf(
-                    Struct(
-                        (
-                            Field("leader_epoch", "int32"),
-                            Field("offset", "int64"),
-                        )
-                    )
-                ),
-            ),
+            Field("segment_leader_epochs", _LEADER_EPOCHS),
             Field("segment_size_in_bytes", "int32"),
             Field("custom_metadata", "bytes", nullable=(0, None)),
             Field("remote_log_segment_state", "int8"),
@@ -73,24 +52,7 @@ SCHEMAS: dict[int, Message] = {
         (0, 0),
         0,
         (
-            Field(
-                "remote_log_segment_id",
-                Struct(
-                    (
-                        Field(
-                            "topic_id_partition",
-                            Struct(
-                                (
-                                    Field("name", "string"),
-                                    Field("id", "uuid"),
-                                    Field("partition", "int32"),
-                                )
-                            ),
-                        ),
-                        Field("id", "uuid"),
-                    )
-                ),
-            ),
+            Field("remote_log_segment_id", _SEGMENT_ID),
             Field("broker_id", "int32"),
             Field("event_timestamp_ms", "int64"),
             Field("custom_metadata", "bytes", nullable=(0, None)),
@@ -102,16 +64,7 @@ SCHEMAS: dict[int, Message] = {
         (0, 0),
         0,
         (
-            Field(
-                "topic_id_partition",
-                Struct(
-                    (
-                        Field("name", "string"),
-                        Field("id", "uuid"),
-                        Field("partition", "int32"),
-                    )
-                ),
-            ),
+            Field("topic_id_partition", _TOPIC_ID_PARTITION),
             Field("broker_id", "int32"),
             Field("event_timestamp_ms", "int64"),
             Field("remote_partition_delete_state", "int8"),
@@ -128,17 +81,7 @@ SCHEMAS: dict[int, Message] = {
             Field("broker_id", "int32"),
             Field("max_timestamp_ms", "int64"),
             Field("event_timestamp_ms", "int64"),
-            Field(
-                "segment_leader_epochs",
-                ArrayOf(
-                    Struct(
-                        (
-                            Field("leader_epoch", "int32"),
-                            Field("offset", "int64"),
-                        )
-                    )
-                ),
-            ),
+            Field("segment_leader_epochs", _LEADER_EPOCHS),
             Field("segment_size_in_bytes", "int32"),
             Field("custom_metadata", "bytes", nullable=(0, None)),
             Field("remote_log_segment_state", "int8"),

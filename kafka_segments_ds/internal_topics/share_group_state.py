@@ -18,6 +18,21 @@ from kafka_segments_ds.internal_topics.records import (
 )
 
 KIND_NAMES = {0: "share_snapshot", 1: "share_update"}
+# the values' last field (both definitions repeat it inline)
+_STATE_BATCHES = Field(
+    "state_batches",
+    ArrayOf(
+        Struct(
+            (
+                Field("first_offset", "int64", versions=(0, 0)),
+                Field("last_offset", "int64", versions=(0, 0)),
+                Field("delivery_state", "int8", versions=(0, 0)),
+                Field("delivery_count", "int16", versions=(0, 0)),
+            )
+        )
+    ),
+    versions=(0, 0),
+)
 
 SHARE_SNAPSHOT_KEY = Message(
     "ShareSnapshotKey",
@@ -48,20 +63,7 @@ SHARE_SNAPSHOT_VALUE = Message(
         Field("state_epoch", "int32"),
         Field("leader_epoch", "int32"),
         Field("start_offset", "int64", versions=(0, 0)),
-        Field(
-            "state_batches",
-            ArrayOf(
-                Struct(
-                    (
-                        Field("first_offset", "int64", versions=(0, 0)),
-                        Field("last_offset", "int64", versions=(0, 0)),
-                        Field("delivery_state", "int8", versions=(0, 0)),
-                        Field("delivery_count", "int16", versions=(0, 0)),
-                    )
-                )
-            ),
-            versions=(0, 0),
-        ),
+        _STATE_BATCHES,
     ),
 )
 SHARE_UPDATE_VALUE = Message(
@@ -72,20 +74,7 @@ SHARE_UPDATE_VALUE = Message(
         Field("snapshot_epoch", "uint16", versions=(0, 0)),
         Field("leader_epoch", "int32"),
         Field("start_offset", "int64", versions=(0, 0)),
-        Field(
-            "state_batches",
-            ArrayOf(
-                Struct(
-                    (
-                        Field("first_offset", "int64", versions=(0, 0)),
-                        Field("last_offset", "int64", versions=(0, 0)),
-                        Field("delivery_state", "int8", versions=(0, 0)),
-                        Field("delivery_count", "int16", versions=(0, 0)),
-                    )
-                )
-            ),
-            versions=(0, 0),
-        ),
+        _STATE_BATCHES,
     ),
 )
 
