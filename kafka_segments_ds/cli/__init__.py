@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 
 from kafka_segments_ds.cli import dump, rebuild_index, recover, stats, verify
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
             command.NAME,
             parents=[common],
             help=command.SUMMARY,
-            description=command.DESCRIPTION,
+            description=_fill(command.DESCRIPTION),
             epilog=EXIT_STATUS_HELP,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_arguments(sub)
         sub.set_defaults(run=command.run)
     return parser
+
+
+def _fill(text: str) -> str:
+    """Paragraphs of a description wrapped for the terminal (the help keeps its line breaks)."""
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), 92, break_on_hyphens=False) for p in text.split("\n\n"))
 
 
 def _silence_stdout() -> None:

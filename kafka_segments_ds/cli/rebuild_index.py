@@ -22,7 +22,6 @@ from kafka_segments_ds import index as kidx
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
-    EXIT_STATUS_HELP,
     EXIT_UNUSABLE,
     partitions,
     progress,
@@ -43,7 +42,7 @@ DESCRIPTION = (
     "Rebuild .index and .timeindex files as a broker's recovery does, replacing them "
     "atomically. A .log with damaged or cut-off bytes after its valid entries is reported (exit "
     "1); --truncate cuts the partition's last segment there as a broker's recovery does (try "
-    "--dry-run --truncate first).\n\n" + EXIT_STATUS_HELP
+    "--dry-run --truncate first)."
 )
 
 

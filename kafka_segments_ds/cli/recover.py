@@ -7,7 +7,7 @@ import sys
 
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.cli.common import EXIT_STATUS_HELP, write_lines
+from kafka_segments_ds.cli.common import write_lines
 from kafka_segments_ds.errors import StorageError
 from kafka_segments_ds.fs import display_path, resolve
 from kafka_segments_ds.writer.commit import recover
@@ -17,7 +17,7 @@ SUMMARY = "finish interrupted kafkasegments writes"
 DESCRIPTION = (
     "Finish the commits of writes (df.write.format('kafkasegments') / write_table) that were "
     "interrupted after their commit was decided, and remove the staging of writes that died "
-    "before it. Run it only when no write job is running against PATH.\n\n" + EXIT_STATUS_HELP
+    "before it. Run it only when no write job is running against PATH."
 )
 
 

@@ -21,7 +21,6 @@ from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
-    EXIT_STATUS_HELP,
     iso,
     partitions,
     progress,
@@ -35,7 +34,7 @@ NAME = "stats"
 SUMMARY = "per-partition statistics"
 DESCRIPTION = (
     "Per topic-partition counts and codecs. Damaged entries are skipped, counted (DAMAGED) and "
-    "reported once each on stderr; the exit status is then 1.\n\n" + EXIT_STATUS_HELP
+    "reported once each on stderr; the exit status is then 1."
 )
 # Reader warnings that mean data was lost (the rest, e.g. a re-read, are only passed on).
 DAMAGE_MARKERS = ("dropping malformed entry", "truncated entry", "resynchronised")

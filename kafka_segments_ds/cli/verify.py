@@ -32,7 +32,6 @@ from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_INDEX,
     EXIT_OK,
-    EXIT_STATUS_HELP,
     EXIT_UNUSABLE,
     PROG,
     partitions,
@@ -52,7 +51,7 @@ NAME = "verify"
 SUMMARY = "check logs and indexes"
 DESCRIPTION = (
     "Check CRCs, framing, offsets and index/log consistency of every file; report each file "
-    "(OK, NOTE, INDEX, ERROR or UNREADABLE) and a summary line.\n\n" + EXIT_STATUS_HELP
+    "(OK, NOTE, INDEX, ERROR or UNREADABLE) and a summary line."
 )
 
 Finding = tuple[str, str, str]  # (label, file, details)
