@@ -37,6 +37,10 @@ Transaction index ``<base>.txnindex`` (FORMAT §6.5), 34-byte entries, not preal
 
 It is strict: a malformed ``.txnindex`` raises :class:`CorruptIndexError`, because silently
 dropping an aborted transaction would surface aborted records under read_committed.
+
+``check_offset_index`` / ``check_time_index`` (``kafka-segments verify``) judge an index against
+its ``.log``: Kafka's sanity checks plus what a broker's lookup relies on, under every offset
+convention Kafka has written (see :func:`check_offset_index`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptIndexError
 from kafka_segments_ds.index import (
     AbortedTxn,
@@ -499,3 +500,119 @@ def test_lookup_bounds_property(
             assert end in boundaries
             if earlier:
                 assert end >= earlier[-1][0] + earlier[-1][1]
+
+
+# -- checks (kafka-segments verify) ----------------------------------------------------------
+
+
+def _appends(
+    sizes: list[int], counts: list[int], per_append: list[int]
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
+    """Batch positions and last offsets, and ``(first offset, last offset, position)`` of each
+    append grouping ``per_append`` consecutive batches (offsets from 0, no gaps)."""
+    positions = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+    last_offsets = np.cumsum(counts).astype(np.int64) - 1
+    appends = []
+    i = 0
+    for n in per_append:
+        if i >= len(sizes):
+            break
+        j = min(i + n, len(sizes))
+        first = int(last_offsets[i - 1]) + 1 if i else 0
+        appends.append((first, int(last_offsets[j - 1]), int(positions[i])))
+        i = j
+    return positions, last_offsets, appends
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(70, 500), min_size=1, max_size=40),
+    st.data(),
+)
+def test_every_broker_convention_passes(sizes: list[int], data: st.DataObject) -> None:
+    counts = data.draw(st.lists(st.integers(1, 5), min_size=len(sizes), max_size=len(sizes)))
+    per_append = data.draw(st.lists(st.integers(1, 4), min_size=len(sizes), max_size=len(sizes)))
+    positions, last_offsets, appends = _appends(sizes, counts, per_append)
+    log_size = int(positions[-1]) + sizes[-1]
+    for convention in (0, 1):  # the append's first offset (before 2.0), its last (2.0+)
+        entries = [kidx.OffsetPosition(a[convention], a[2]) for a in appends[1:]]
+        raw = kidx.encode_offset_index(entries, 0)
+        usable, findings = kidx.check_offset_index(raw, 0, positions, last_offsets, log_size)
+        assert (usable, findings) == (len(entries), [])
+        # each entry, lowered below the batch before it, makes a lookup miss that batch
+        for k, (first, _, position) in enumerate(appends[1:]):
+            wrong = list(entries)
+            wrong[k] = kidx.OffsetPosition(first - 1, position)
+            if k and wrong[k - 1].offset >= first - 1:
+                continue  # no longer increasing: a different finding
+            _, findings = kidx.check_offset_index(
+                kidx.encode_offset_index(wrong, 0), 0, positions, last_offsets, log_size
+            )
+            assert [f.message for f in findings] == [
+                f"entry {k} (offset {first - 1}, position {position}): the batch at position "
+                f"{int(positions[positions < position][-1])} holds offsets up to {first - 1}, "
+                f"so a lookup of offset {first - 1} would start after it and miss them"
+            ]
+
+
+def test_offset_index_sanity_checks() -> None:
+    positions = np.array([0, 100, 200], np.int64)
+    last_offsets = np.array([9, 19, 29], np.int64)
+    good = kidx.encode_offset_index([kidx.OffsetPosition(19, 100)], 0)
+    assert kidx.check_offset_index(good, 0, positions, last_offsets, 300) == (1, [])
+    # a zero tail (preallocated slots) is marked as such
+    usable, findings = kidx.check_offset_index(good + bytes(16), 0, positions, last_offsets, 300)
+    assert usable == 1
+    assert findings == [
+        kidx.IndexFinding(
+            "zero-filled tail of 2 slots from entry 1 (preallocated index of an active or "
+            "uncleanly stopped segment)",
+            zero_tail=True,
+        )
+    ]
+    # cut mid-entry; not increasing; not a batch start
+    _, findings = kidx.check_offset_index(good + b"\x00\x00\x00", 0, positions, last_offsets, 300)
+    assert [f.message for f in findings] == [
+        ".index length 11 is not a multiple of 8: the last entry is cut after 3 bytes"
+    ]
+    twice = good + struct.pack(">ii", 15, 200)
+    _, findings = kidx.check_offset_index(twice, 0, positions, last_offsets, 300)
+    assert [f.message for f in findings] == [
+        "entry 1 (offset 15, position 200) does not increase after entry 0 (offset 19, "
+        "position 100)"
+    ]
+    inside = kidx.encode_offset_index([kidx.OffsetPosition(19, 150)], 0)
+    _, findings = kidx.check_offset_index(inside, 0, positions, last_offsets, 300)
+    assert [f.message for f in findings] == [
+        "entry 0 (offset 19, position 150): no batch of the .log starts at that position"
+    ]
+
+
+def test_time_index_checks() -> None:
+    last_offsets = np.array([9, 19, 29], np.int64)
+    max_ts = np.array([100, 300, 200], np.int64)  # CreateTime need not increase
+    good = kidx.encode_time_index(
+        [kidx.TimestampOffset(100, 9), kidx.TimestampOffset(300, 19)], 0
+    )
+    assert kidx.check_time_index(good, 0, None, last_offsets, max_ts) == (2, [])
+    # claims the max up to offset 9 is 50, but a record there has 100
+    low = kidx.encode_time_index([kidx.TimestampOffset(50, 9)], 0)
+    _, findings = kidx.check_time_index(low, 0, None, last_offsets, max_ts)
+    assert [f.message for f in findings] == [
+        "entry 0 (timestamp 50, offset 9): a record at or before that offset has timestamp "
+        "100, so a lookup by time would start after it"
+    ]
+    past = kidx.encode_time_index([kidx.TimestampOffset(300, 19)], 0)
+    _, findings = kidx.check_time_index(past, 0, 15, last_offsets, max_ts)
+    assert [f.message for f in findings] == [
+        "1 entries have offsets at or past the next segment's base offset 15, first entry 0 "
+        "(offset 19)"
+    ]
+    _, findings = kidx.check_time_index(good + bytes(24), 0, None, last_offsets, max_ts)
+    assert [f.zero_tail for f in findings] == [True]
+
+
+def test_encode_txn_index_round_trip() -> None:
+    txns = [kidx.AbortedTxn(7, 10, 20, 21), kidx.AbortedTxn(8, 30, 31, 40)]
+    assert kidx.parse_txn_index(kidx.encode_txn_index(txns)) == txns
+    assert kidx.encode_txn_index([]) == b""
