@@ -89,3 +89,25 @@ def test_rebuild_refuses_a_log_it_cannot_frame() -> None:
     data, _ = _log()
     with pytest.raises(CorruptSegmentError, match="byte position"):
         kidx.rebuild_indexes(data[:-5], BASE)
+
+
+def test_valid_prefix_stops_where_a_brokers_recovery_truncates() -> None:
+    from kafka_segments_ds.cli.rebuild_index import valid_prefix
+
+    data, facts = _log()
+    table, end, why = valid_prefix(data)
+    assert (len(table.positions), end, why) == (12, len(data), None)
+    # a CRC error in entry 7: recovery keeps entries 0..6
+    position = facts[7][0]
+    damaged = bytearray(data)
+    damaged[position + 70] ^= 0x01
+    table, end, why = valid_prefix(bytes(damaged))
+    assert (len(table.positions), end) == (7, position)
+    assert why == f"the entry at byte position {position} fails its CRC"
+    assert table.last_offsets.tolist() == [f[2] for f in facts[:7]]
+    # a cut-off tail; a zero-filled (preallocated) tail
+    table, end, why = valid_prefix(data[:-10])
+    assert (len(table.positions), end) == (11, facts[11][0])
+    assert why == f"no whole entry at byte position {facts[11][0]}"
+    table, end, why = valid_prefix(data + bytes(100))
+    assert (len(table.positions), end, why) == (12, len(data), "zero-filled tail")
