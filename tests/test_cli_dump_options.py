@@ -147,6 +147,17 @@ def test_offset_range_is_pruned_not_filtered(
     assert status == 1 and "CRC" in err
 
 
+def test_from_offset_below_the_log_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer = PartitionWriter(tmp_path / "t-0", next_offset=100)
+    specs = [RecordSpec(key=b"k", value=b"v", timestamp=T0)] * 3
+    writer.append(encode_batch(specs, base_offset=100), 102)
+    writer.roll()
+    status, out, err = run(capsys, "dump", str(tmp_path / "t-0"), "--from-offset", "5")
+    assert (status, offsets(out), err) == (0, [100, 101, 102], "")
+
+
 def test_time_range_across_an_idle_partition(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

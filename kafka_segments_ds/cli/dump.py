@@ -122,7 +122,10 @@ def add_arguments(dump: argparse.ArgumentParser) -> None:
     dump.add_argument("--include-headers", action="store_true", default=None)
     dump.add_argument("--include-metadata", action="store_true", default=None)
     dump.add_argument(
-        "--from-offset", type=non_negative_int, metavar="N", help="first offset (inclusive)"
+        "--from-offset",
+        type=non_negative_int,
+        metavar="N",
+        help="first offset (inclusive); a partition whose log starts later starts there",
     )
     dump.add_argument(
         "--to-offset", type=non_negative_int, metavar="N", help="end offset (exclusive)"
@@ -267,6 +270,9 @@ def _reader_options(
         for topic, partition in named:
             by_topic.setdefault(str(topic), {})[str(partition)] = bound
         opts[option] = json.dumps(by_topic)
+        if option == "startingOffsets" and not any(k.lower() == "failondataloss" for k in opts):
+            # "records from offset N": a log that starts later simply starts later
+            opts["failOnDataLoss"] = False
     return opts, unnamed or not found
 
 
