@@ -15,7 +15,6 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import index as kidx
@@ -33,7 +32,7 @@ from kafka_segments_ds.cli.common import (
 )
 from kafka_segments_ds.errors import InvalidOptionError, KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
-from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
+from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, SegmentRef
 from kafka_segments_ds.records.batches import EntryTable, as_array, has_valid_checksum, scan_entries
 
 NAME = "rebuild-index"
