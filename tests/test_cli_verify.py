@@ -67,7 +67,9 @@ class Log:
         stem = directory / f"{BASE:020d}"
         stem.with_suffix(".log").write_bytes(bytes(self.data))
         stem.with_suffix(".index").write_bytes(
-            kidx.encode_offset_index([kidx.OffsetPosition(o, p) for o, p in self.offset_entries], BASE)
+            kidx.encode_offset_index(
+                [kidx.OffsetPosition(o, p) for o, p in self.offset_entries], BASE
+            )
         )
         stem.with_suffix(".timeindex").write_bytes(
             kidx.encode_time_index([kidx.TimestampOffset(t, o) for t, o in self.time_entries], BASE)
@@ -197,7 +199,10 @@ def test_entry_past_the_log_end_exits_3(
     part = follower_log(tmp_path)
     size = (part / f"{BASE:020d}.log").stat().st_size
     entries = kidx.parse_offset_index((part / f"{BASE:020d}.index").read_bytes(), BASE)
-    pairs = [kidx.OffsetPosition(int(o), int(p)) for o, p in zip(entries.offsets, entries.positions)]
+    pairs = [
+        kidx.OffsetPosition(int(o), int(p))
+        for o, p in zip(entries.offsets, entries.positions, strict=True)
+    ]
     pairs.append(kidx.OffsetPosition(100, size + 10))
     path = _damage(part, ".index", kidx.encode_offset_index(pairs, BASE))
     status, lines, _ = run(capsys, "verify", str(part))
@@ -382,6 +387,7 @@ def test_help_documents_the_exit_status(
         "  0    ok\n"
         "  1    damaged log data (.log CRC, framing, offsets, truncated tail)\n"
         "  2    usage error, no Kafka data at PATH, or a file that cannot be read\n"
-        "  3    only index files (.index/.timeindex/.txnindex) are wrong: rebuild-index fixes them\n"
+        "  3    only index files (.index/.timeindex/.txnindex) are wrong: "
+        "rebuild-index fixes them\n"
         "  130  interrupted\n"
     ) in out
