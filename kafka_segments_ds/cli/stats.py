@@ -36,8 +36,9 @@ DESCRIPTION = (
     "Per topic-partition counts and codecs. Damaged entries are skipped, counted (DAMAGED) and "
     "reported once each on stderr; the exit status is then 1."
 )
-# Reader warnings that mean data was lost (the rest, e.g. a re-read, are only passed on).
-DAMAGE_MARKERS = ("dropping malformed entry", "truncated entry", "resynchronised")
+# Reader warnings that each mean one damaged entry (the rest, e.g. a resync or a re-read, are
+# only passed on).
+DAMAGE_MARKERS = ("dropping malformed entry", "truncated entry")
 
 
 def add_arguments(stats: argparse.ArgumentParser) -> None:
