@@ -328,3 +328,20 @@ def test_stats_after_damage_prints_its_table(
     assert len(warnings) == 1  # once, though stats reads the partition several times
     assert warnings[0].startswith("warning: dropping malformed entry: CRC-32C mismatch")
     assert f"(file {first}, byte position 0, offset 0)" in warnings[0]
+
+
+def test_stats_counts_a_damaged_size_field_once(
+    sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    part = tmp_path / "metrics-v1-0"
+    shutil.copytree(sample / "metrics-v1-0", part)
+    first = sorted(part.glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    second = 12 + int.from_bytes(data[8:12], "big")
+    data[second + 8 : second + 12] = (999).to_bytes(4, "big")  # the second batch's size field
+    first.write_bytes(bytes(data))
+    status, out, err = run(capsys, "stats", str(part), "--format", "jsonl")
+    stats = json.loads(out)
+    assert (status, stats["damaged"], stats["records"]) == (1, 1, 300 - 50)
+    assert len(err.splitlines()) == len(stats["warnings"]) == 2  # the drop, then the resync
+    assert "resynchronised at byte" in stats["warnings"][1]
