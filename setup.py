@@ -12,9 +12,10 @@ import sys
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-# -O3 lets gcc vectorise the byte loops; no -march: a wheel must run on any x86-64 (the CRC
-# kernel picks its SSE 4.2 path at run time through CPU detection).
-COMPILE_ARGS = [] if sys.platform == "win32" else ["-O3"]
+# -O3 lets gcc vectorise the byte loops; -g0 keeps the modules small (no debug info); no -march:
+# a wheel must run on any x86-64 (the CRC kernel picks its SSE 4.2 path at run time through CPU
+# detection).
+COMPILE_ARGS = [] if sys.platform == "win32" else ["-O3", "-g0"]
 RECORDS = "kafka_segments_ds/records"
 
 
@@ -34,8 +35,9 @@ EXTENSIONS = [
         f"{RECORDS}/_crc.pyx",
         (f"{RECORDS}/_crc32c.h", f"{RECORDS}/_crc32c.pxd"),
     ),
-    _extension("kafka_segments_ds.records._kernels", f"{RECORDS}/_kernels.pyx",
-               (f"{RECORDS}/_bytes.pxd",)),
+    _extension(
+        "kafka_segments_ds.records._kernels", f"{RECORDS}/_kernels.pyx", (f"{RECORDS}/_bytes.pxd",)
+    ),
     _extension(
         "kafka_segments_ds.records._encoder",
         f"{RECORDS}/_encoder.pyx",

@@ -92,8 +92,10 @@ def measure(label: str, source: Path, data: Path, segment: Path, args: argparse.
         first, _ = run(dump, env)
         warm = statistics.median(run(dump, env)[0] for _ in range(args.repeat))
         print(f"{label}: {source}  (install {install_s:.1f} s)")
-        print(f"  dump --limit 3   first {first:7.2f} s   warm {warm:6.2f} s   "
-              f"ratio {first / warm:6.2f} x  (target <= 1.5)")
+        print(
+            f"  dump --limit 3   first {first:7.2f} s   warm {warm:6.2f} s   "
+            f"ratio {first / warm:6.2f} x  (target <= 1.5)"
+        )
         if args.no_spark:
             return
         script = Path(tmp) / "spark_query.py"
@@ -103,17 +105,22 @@ def measure(label: str, source: Path, data: Path, segment: Path, args: argparse.
         cold = json.loads(out.strip().splitlines()[-1])
         warm_wall, out = run([python, str(script), str(data)], env)
         warm_q = json.loads(out.strip().splitlines()[-1])
-        print(f"  spark 1st query  fresh {cold['first']:7.2f} s   warm {warm_q['first']:6.2f} s   "
-              f"ratio {cold['first'] / warm_q['first']:6.2f} x  (target <= 1.5; "
-              f"{cold['rows']:,} rows; process {cold_wall:.1f} s vs {warm_wall:.1f} s; "
-              f"same query again in-session {cold['again']:.2f} s)")
+        print(
+            f"  spark 1st query  fresh {cold['first']:7.2f} s   warm {warm_q['first']:6.2f} s   "
+            f"ratio {cold['first'] / warm_q['first']:6.2f} x  (target <= 1.5; "
+            f"{cold['rows']:,} rows; process {cold_wall:.1f} s vs {warm_wall:.1f} s; "
+            f"same query again in-session {cold['again']:.2f} s)"
+        )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", default=str(ROOT), help="tree to install (default: this one)")
-    parser.add_argument("--baseline", help="a second tree measured the same way, e.g. a checkout "
-                        "of the numba-era commit (git archive <rev> | tar -x -C DIR)")
+    parser.add_argument(
+        "--baseline",
+        help="a second tree measured the same way, e.g. a checkout "
+        "of the numba-era commit (git archive <rev> | tar -x -C DIR)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="warm runs (median)")
     parser.add_argument("--no-spark", action="store_true")
     args = parser.parse_args(argv[1:])

@@ -56,13 +56,14 @@ records = st.lists(
 )
 
 
-def _log(recs: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]) -> bytes:
+def _log(
+    recs: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+) -> bytes:
     out = b""
     for i in range(0, len(recs), 7):  # batches of up to 7 records
         chunk = recs[i : i + 7]
         specs = [
-            RecordSpec(key=k, value=v, headers=tuple(h), timestamp=ts)
-            for k, v, h, ts in chunk
+            RecordSpec(key=k, value=v, headers=tuple(h), timestamp=ts) for k, v, h, ts in chunk
         ]
         out += encode_batch(specs, base_offset=i)
     return out
@@ -184,8 +185,10 @@ def test_murmur2_agrees(keys: list[bytes]) -> None:
 
 @compiled_only
 @settings(max_examples=60)
-@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=12),
-       st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=12))
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=12),
+    st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=12),
+)
 def test_jsonl_kernels_agree(texts: list[str | None], ints: list[int | None]) -> None:
     strings = pa.array(texts, pa.string())
     _, offsets_buf, data_buf = strings.buffers()
@@ -226,7 +229,7 @@ def test_write_read_round_trip_and_jsonl_dump(tmp_path: Path) -> None:
     table = pa.table(
         {
             "key": pa.array([None if i % 7 == 0 else f"k{i}".encode() for i in range(n)]),
-            "value": pa.array([f"v\"{i}\\\n\u00e9".encode() * (i % 5) for i in range(n)]),
+            "value": pa.array([f'v"{i}\\\n\u00e9'.encode() * (i % 5) for i in range(n)]),
             "timestamp": pa.array([1_700_000_000_000 + i for i in range(n)], pa.timestamp("ms")),
             "headers": pa.array(
                 [[{"key": "h", "value": bytes([i % 256])}] if i % 3 else [] for i in range(n)],
@@ -240,9 +243,9 @@ def test_write_read_round_trip_and_jsonl_dump(tmp_path: Path) -> None:
     assert back.column("offset").to_pylist() == list(range(n))
     assert back.column("key").to_pylist() == table.column("key").to_pylist()
     assert back.column("value").to_pylist() == table.column("value").to_pylist()
-    assert [[(h["key"], h["value"]) for h in row] for row in back.column("headers").to_pylist()] == [
-        [(h["key"], h["value"]) for h in row] for row in table.column("headers").to_pylist()
-    ]
+    assert [
+        [(h["key"], h["value"]) for h in row] for row in back.column("headers").to_pylist()
+    ] == [[(h["key"], h["value"]) for h in row] for row in table.column("headers").to_pylist()]
     segment = next(root.glob("t-0/*.log"))
     done = subprocess.run(
         [sys.executable, "-c", "import sys, kafka_segments_ds.cli as c; sys.exit(c.main())",

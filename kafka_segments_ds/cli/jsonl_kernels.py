@@ -12,6 +12,9 @@ extension cannot be imported or ``KAFKA_SEGMENTS_DS_PURE_PYTHON=1`` is set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from kafka_segments_ds.records._compiled import load
@@ -187,7 +190,18 @@ def write_literal(literal: np.ndarray, out: np.ndarray, cursor: np.ndarray) -> N
 
 
 # the pure-Python kernels by name, whichever path runs (tests compare the two)
-PURE_PYTHON = {f.__name__: f for f in (escaped_lengths, write_escaped, raw_lengths, write_raw, int_lengths, write_ints, write_literal)}
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f
+    for f in (
+        escaped_lengths,
+        write_escaped,
+        raw_lengths,
+        write_raw,
+        int_lengths,
+        write_ints,
+        write_literal,
+    )
+}
 _compiled = load("kafka_segments_ds.cli._jsonl")
 COMPILED = _compiled is not None
 if _compiled is not None:

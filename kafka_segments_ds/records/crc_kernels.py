@@ -9,6 +9,9 @@ give what :func:`crc32c.crc32c` gives (the tests compare them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import crc32c as _crc32c
 import numpy as np
 
@@ -19,7 +22,7 @@ def crc32c_range(buf: np.ndarray, start: int, end: int) -> np.uint32:
     """CRC-32C of ``buf[start:end]``; a range outside ``buf`` raises ValueError."""
     if start < 0 or end < start or end > buf.shape[0]:
         raise ValueError(f"range [{start}, {end}) outside a buffer of {buf.shape[0]} bytes")
-    return np.uint32(_crc32c.crc32c(memoryview(np.ascontiguousarray(buf))[start:end]))
+    return np.uint32(_crc32c.crc32c(np.ascontiguousarray(buf, np.uint8).data[start:end]))
 
 
 def crc32c_tables_range(buf: np.ndarray, start: int, end: int) -> np.uint32:
@@ -32,7 +35,7 @@ def batch_crcs_serial(
 ) -> None:
     """``out[i]`` = CRC-32C of ``buf[starts[i]:ends[i]]`` on the calling thread. A range outside
     ``buf`` gives -1 (all ones as uint32), which matches no stored checksum."""
-    view = memoryview(np.ascontiguousarray(buf, np.uint8))
+    view = np.ascontiguousarray(buf, np.uint8).data
     size = buf.shape[0]
     for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=False)):
         if start < 0 or end < start or end > size:
@@ -45,7 +48,9 @@ batch_crcs = batch_crcs_serial
 HARDWARE = False
 
 # the pure-Python kernels by name, whichever path runs (tests compare the two)
-PURE_PYTHON = {f.__name__: f for f in (crc32c_range, crc32c_tables_range, batch_crcs_serial, batch_crcs)}
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f for f in (crc32c_range, crc32c_tables_range, batch_crcs_serial, batch_crcs)
+}
 _compiled = load("kafka_segments_ds.records._crc")
 COMPILED = _compiled is not None
 if _compiled is not None:

@@ -11,9 +11,10 @@ encode_batch` (one :class:`RecordSpec` at a time); tests check the two agree byt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 import numpy as np
@@ -237,7 +238,9 @@ def encode_records(
     and the CRC too.
     """
     ts = timestamps.tolist()
-    k_off, v_off, h_rows, hk, hv = (a.tolist() for a in (key_off, val_off, header_rows, hk_off, hv_off))
+    k_off, v_off, h_rows, hk, hv = (
+        a.tolist() for a in (key_off, val_off, header_rows, hk_off, hv_off)
+    )
     plain = len(header[0]) > 0
     for b in range(batches):
         first, stop = int(batch_starts[b]), int(batch_starts[b + 1])
@@ -266,12 +269,14 @@ def write_headers(out: np.ndarray, positions: np.ndarray, sizes: np.ndarray, hea
     """Write every batch's header at ``positions`` and its CRC-32C over the complete batch."""
     for b, (p, size) in enumerate(zip(positions.tolist(), sizes.tolist(), strict=True)):
         out[p : p + V2_HEADER_SIZE] = np.frombuffer(_header_bytes(b, header), np.uint8)
-        crc = crc32c.crc32c(memoryview(out[p + CRC_START : p + size]))
+        crc = crc32c.crc32c(out[p + CRC_START : p + size].data)
         out[p + 17 : p + 21] = np.frombuffer(crc.to_bytes(4, "big"), np.uint8)
 
 
 # the pure-Python kernels by name, whichever path runs (tests compare the two)
-PURE_PYTHON = {f.__name__: f for f in (plan_batches, encode_records, write_headers)}
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f for f in (plan_batches, encode_records, write_headers)
+}
 _compiled = load("kafka_segments_ds.records._encoder")
 COMPILED = _compiled is not None
 if _compiled is not None:

@@ -15,6 +15,9 @@ The readable reference for the same logic is :mod:`kafka_segments_ds.records.v2`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from kafka_segments_ds.records._compiled import load
@@ -57,7 +60,7 @@ N_HEADER_FIELDS = 12
 
 
 def _bytes(buf: np.ndarray) -> memoryview:
-    return memoryview(np.ascontiguousarray(buf, np.uint8)).cast("B")
+    return np.ascontiguousarray(buf, np.uint8).data.cast("B")
 
 
 def _i32(b: memoryview, p: int) -> int:
@@ -340,7 +343,7 @@ def gather_into(
             continue
         if o < 0 or o + ln > data.shape[0]:
             bad += 1
-        elif 0 <= p and p + ln <= len0:
+        elif p >= 0 and p + ln <= len0:
             data[o : o + ln] = src0[p : p + ln]
         elif len0 <= p and p - len0 + ln <= len1:
             data[o : o + ln] = src1[p - len0 : p - len0 + ln]
@@ -399,7 +402,22 @@ def first_offset_outlier(lasts: np.ndarray, previous: int) -> int:
 
 
 # the pure-Python kernels by name, whichever path runs (tests compare the two)
-PURE_PYTHON = {f.__name__: f for f in (_varint, _varlong, hop_entries, parse_v2_headers, decode_v2_records, decode_v2_headers, binary_offsets, gather_into, find_entry_candidate, entry_last_offsets, first_offset_outlier)}
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f
+    for f in (
+        _varint,
+        _varlong,
+        hop_entries,
+        parse_v2_headers,
+        decode_v2_records,
+        decode_v2_headers,
+        binary_offsets,
+        gather_into,
+        find_entry_candidate,
+        entry_last_offsets,
+        first_offset_outlier,
+    )
+}
 _compiled = load("kafka_segments_ds.records._kernels")
 COMPILED = _compiled is not None
 if _compiled is not None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -172,10 +175,10 @@ def murmur2(offsets: np.ndarray, data: np.ndarray, out: np.ndarray) -> None:
 
 
 # the pure-Python kernel by name, whichever path runs (tests compare the two)
-PURE_PYTHON = {"murmur2": murmur2}
+PURE_PYTHON: dict[str, Callable[..., Any]] = {"murmur2": murmur2}
 _compiled = load("kafka_segments_ds.records._encoder")
 if _compiled is not None:
-    murmur2 = _compiled.murmur2  # noqa: F811
+    murmur2 = _compiled.murmur2
 
 
 def key_partitions(keys: BinaryColumn, num_partitions: int, spread_start: int) -> np.ndarray:
