@@ -55,10 +55,10 @@ cdef list _column(Column *c, offsets, data, valid, Py_ssize_t *rows):
     if valid.shape[0] < n:
         raise ValueError("fewer validity flags than rows")
     keep = [offsets, valid]
-    if n and ((np.diff(offsets) < 0).any() or offsets[0] < 0):
-        raise ValueError("offsets: negative or decreasing")
     c.wide = offsets.dtype == np.int64
     c.offsets = <const void *><size_t>offsets.ctypes.data
+    if not _ordered(c.offsets, c.wide, n):
+        raise ValueError("offsets: negative or decreasing")
     c.valid = <const uint8_t *><size_t>valid.ctypes.data
     c.data = NULL
     if data is not None:
@@ -69,6 +69,18 @@ cdef list _column(Column *c, offsets, data, valid, Py_ssize_t *rows):
         c.data = <const uint8_t *><size_t>data.ctypes.data
     rows[0] = n
     return keep
+
+
+cdef bint _ordered(const void *offsets, bint wide, Py_ssize_t n) noexcept nogil:
+    """offsets[0..n] non-negative and non-decreasing."""
+    cdef Py_ssize_t i
+    cdef int64_t previous = 0, value
+    for i in range(n + 1):
+        value = (<const int64_t *>offsets)[i] if wide else (<const int32_t *>offsets)[i]
+        if value < previous:
+            return False
+        previous = value
+    return True
 
 
 def _u8(a):

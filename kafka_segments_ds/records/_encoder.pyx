@@ -36,6 +36,18 @@ cdef inline int64_t off(const Column *c, Py_ssize_t i) noexcept nogil:
     return (<const int32_t *>c.offsets)[i]
 
 
+cdef bint _ordered(const void *offsets, bint wide, Py_ssize_t n) noexcept nogil:
+    """offsets[0..n] non-negative and non-decreasing."""
+    cdef Py_ssize_t i
+    cdef int64_t previous = 0, value
+    for i in range(n + 1):
+        value = (<const int64_t *>offsets)[i] if wide else (<const int32_t *>offsets)[i]
+        if value < previous:
+            return False
+        previous = value
+    return True
+
+
 def _u8(a):
     a = np.asarray(a)
     return a.view(np.uint8) if a.dtype == np.bool_ else np.ascontiguousarray(a, np.uint8)
@@ -51,12 +63,10 @@ cdef list _column(Column *c, offsets, data, valid, Py_ssize_t rows):
     keep = [offsets]
     if offsets.shape[0] < rows + 1:
         raise ValueError("binary column: fewer offsets than rows + 1")
-    if rows:
-        lo = offsets[:rows + 1]
-        if (np.diff(lo) < 0).any() or lo[0] < 0:
-            raise ValueError("binary column: negative or decreasing offsets")
     c.wide = offsets.dtype == np.int64
     c.offsets = <const void *><size_t>offsets.ctypes.data
+    if not _ordered(c.offsets, c.wide, rows):
+        raise ValueError("binary column: negative or decreasing offsets")
     c.rows = rows
     c.data = NULL  # None: sizes only, the data is not read
     c.size = 0
@@ -124,7 +134,7 @@ cdef list _columns(Column *cols, Py_ssize_t rows, key_off, key_data, key_valid, 
     hr = np.ascontiguousarray(header_rows, np.int64)
     if hr.shape[0] < rows + 1:
         raise ValueError("header_rows: fewer than rows + 1")
-    if rows and ((np.diff(hr[:rows + 1]) < 0).any() or hr[0] < 0):
+    if not _ordered(<const void *><size_t>hr.ctypes.data, True, rows):
         raise ValueError("header_rows: negative or decreasing")
     headers = int(hr[rows]) if rows else 0
     keep = [hr]
@@ -190,13 +200,26 @@ cdef inline Py_ssize_t put_varint(uint8_t *out, Py_ssize_t pos, uint64_t zigzagg
     return pos + 1
 
 
-cdef inline Py_ssize_t put_blob(uint8_t *out, Py_ssize_t pos, const Column *c,
-                                Py_ssize_t i) noexcept nogil:
+cdef inline Py_ssize_t put_varint_in(uint8_t *out, Py_ssize_t pos, uint64_t zigzagged,
+                                     Py_ssize_t end) noexcept nogil:
+    """put_varint, or -1 (nothing written) when it would pass ``end``."""
+    if pos < 0 or varint_size(zigzagged) > end - pos:
+        return -1
+    return put_varint(out, pos, zigzagged)
+
+
+cdef inline Py_ssize_t put_blob(uint8_t *out, Py_ssize_t pos, const Column *c, Py_ssize_t i,
+                                Py_ssize_t end) noexcept nogil:
+    """Length-prefixed row i of ``c`` (-1 = null), or -1 (nothing written) past ``end``."""
+    if pos < 0 or pos >= end:
+        return -1
     if not is_valid(c, i):
         out[pos] = 1  # zigzag(-1)
         return pos + 1
     cdef int64_t start = off(c, i), length = off(c, i + 1) - start
-    pos = put_varint(out, pos, zigzag(length))
+    pos = put_varint_in(out, pos, zigzag(length), end)
+    if pos < 0 or length > end - pos:
+        return -1
     memcpy(out + pos, c.data + start, length)
     return pos + length
 
@@ -283,9 +306,9 @@ def encode_records(Py_ssize_t batches, batch_starts, region_positions, body_size
     cdef bint plain = len(header[0]) > 0
     if plain:
         keep += _header(&h, header, batches)
-    # Check every batch fits in ``out``, with the record sizes the offsets give (the same
-    # sizing as plan_batches), before writing a byte.
-    cdef Py_ssize_t b, i, pos, first, start, limit = out.shape[0], bad = -1
+    # Each batch must fit in ``out`` with its planned record sizes; each record is then written
+    # within its planned size (a write past it stops the kernel), so ``out`` is never overrun.
+    cdef Py_ssize_t b, i, pos, first, start, limit = out.shape[0], bad = -1, rec_end
     cdef int64_t base_ts, h0, h1, k, body
     with nogil:
         for b in range(batches):
@@ -294,19 +317,16 @@ def encode_records(Py_ssize_t batches, batch_starts, region_positions, body_size
                 bad = b
                 break
             pos = regions[b]
-            base_ts = ts[first]
             for i in range(first, starts[b + 1]):
-                body = body_size(i, i - first, ts[i] - base_ts, &cols[0], &cols[1], hr, &cols[2],
-                                 &cols[3])
-                if body != bodies[i]:
+                if bodies[i] < 6:
                     bad = b
                     break
-                pos += varint_size(zigzag(body)) + body
+                pos += varint_size(zigzag(bodies[i])) + bodies[i]
             if bad >= 0 or pos > limit:
                 bad = b
                 break
     if bad >= 0:
-        raise ValueError(f"encode_records: batch {bad} does not match its plan or the output")
+        raise ValueError(f"encode_records: batch {bad} does not fit its plan or the output")
     cdef uint8_t *o = &out[0] if out.shape[0] else <uint8_t *>0
     with nogil:
         for b in range(batches):
@@ -315,21 +335,31 @@ def encode_records(Py_ssize_t batches, batch_starts, region_positions, body_size
             base_ts = ts[first]
             for i in range(first, starts[b + 1]):
                 pos = put_varint(o, pos, zigzag(bodies[i]))
+                rec_end = pos + bodies[i]
                 o[pos] = 0  # record attributes
-                pos = put_varint(o, pos + 1, zigzag(ts[i] - base_ts))
-                pos = put_varint(o, pos, zigzag(i - first))
-                pos = put_blob(o, pos, &cols[0], i)
-                pos = put_blob(o, pos, &cols[1], i)
+                pos = put_varint_in(o, pos + 1, zigzag(ts[i] - base_ts), rec_end)
+                pos = put_varint_in(o, pos, zigzag(i - first), rec_end)
+                pos = put_blob(o, pos, &cols[0], i, rec_end)
+                pos = put_blob(o, pos, &cols[1], i, rec_end)
                 h0 = hr[i]
                 h1 = hr[i + 1]
-                pos = put_varint(o, pos, zigzag(h1 - h0))
-                for k in range(h0, h1):
-                    pos = put_blob(o, pos, &cols[2], k)  # keys: never null (no validity)
-                    pos = put_blob(o, pos, &cols[3], k)
+                pos = put_varint_in(o, pos, zigzag(h1 - h0), rec_end)
+                k = h0
+                while k < h1 and pos >= 0:
+                    pos = put_blob(o, pos, &cols[2], k, rec_end)  # keys: never null
+                    pos = put_blob(o, pos, &cols[3], k, rec_end)
+                    k += 1
+                if pos != rec_end:  # the plan's size is not this record's
+                    bad = i
+                    break
+            if bad >= 0:
+                break
             if plain:
                 start = regions[b] - V2_HEADER_SIZE
                 write_header(o, start, b, &h)
                 put_be(o, start + 17, ksds_crc32c(o + start + CRC_START, pos - start - CRC_START), 4)
+    if bad >= 0:
+        raise ValueError(f"encode_records: record {bad} does not match its planned size")
 
 
 def write_headers(uint8_t[::1] out, positions, sizes, tuple header):
