@@ -52,6 +52,8 @@ def _varlong(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end):
     return value, pos
 
 
+# The per-entry kernels (hop, headers, offsets) keep the GIL: they take microseconds, and a
+# thread that drops the GIL may wait a whole switch interval (5 ms) to get it back.
 def hop_entries(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end):
     if start < 0 or end > buf.shape[0] or start > end:
         raise ValueError(f"range [{start}, {end}) outside a buffer of {buf.shape[0]} bytes")
@@ -60,35 +62,33 @@ def hop_entries(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end):
     cdef int outcome = FRAMING_END
     cdef int64_t size
     cdef uint8_t magic
-    with nogil:
-        # pass 1: count (entries are >= 26 bytes, so this loop is bounded by the input)
-        while True:
-            if end - pos < 17:
-                outcome = FRAMING_END if pos == end else FRAMING_PARTIAL
-                break
-            size = read_i32(b + pos + 8)
-            magic = b[pos + 16]
-            if size < 14 or magic > 2:
-                outcome = FRAMING_BAD
-                break
-            if magic == 2 and size < 49:
-                outcome = FRAMING_SHORT_BATCH
-                break
-            if pos + 12 + size > end:
-                outcome = FRAMING_PARTIAL
-                break
-            count += 1
-            pos += 12 + size
+    # pass 1: count (entries are >= 26 bytes, so this loop is bounded by the input)
+    while True:
+        if end - pos < 17:
+            outcome = FRAMING_END if pos == end else FRAMING_PARTIAL
+            break
+        size = read_i32(b + pos + 8)
+        magic = b[pos + 16]
+        if size < 14 or magic > 2:
+            outcome = FRAMING_BAD
+            break
+        if magic == 2 and size < 49:
+            outcome = FRAMING_SHORT_BATCH
+            break
+        if pos + 12 + size > end:
+            outcome = FRAMING_PARTIAL
+            break
+        count += 1
+        pos += 12 + size
     positions = np.empty(count, np.int64)
     magics = np.empty(count, np.int8)
     cdef int64_t[::1] p_out = positions
     cdef int8_t[::1] m_out = magics
     pos = start
-    with nogil:
-        for i in range(count):
-            p_out[i] = pos
-            m_out[i] = <int8_t>b[pos + 16]
-            pos += 12 + read_i32(b + pos + 8)
+    for i in range(count):
+        p_out[i] = pos
+        m_out[i] = <int8_t>b[pos + 16]
+        pos += 12 + read_i32(b + pos + 8)
     return positions, magics, outcome, pos
 
 
@@ -101,21 +101,20 @@ def parse_v2_headers(const uint8_t[::1] buf, positions):
     out = np.empty((n, N_HEADER_FIELDS), np.int64)
     cdef int64_t[:, ::1] o = out
     cdef const uint8_t *p
-    with nogil:
-        for i in range(n):
-            p = ptr(buf) + pos[i]
-            o[i, 0] = read_i64(p)
-            o[i, 1] = read_i32(p + 8)
-            o[i, 2] = read_i32(p + 12)
-            o[i, 3] = read_i32(p + 17) & <int64_t>0xFFFFFFFF
-            o[i, 4] = read_i16(p + 21)
-            o[i, 5] = read_i32(p + 23)
-            o[i, 6] = read_i64(p + 27)
-            o[i, 7] = read_i64(p + 35)
-            o[i, 8] = read_i64(p + 43)
-            o[i, 9] = read_i16(p + 51)
-            o[i, 10] = read_i32(p + 53)
-            o[i, 11] = read_i32(p + 57)
+    for i in range(n):
+        p = ptr(buf) + pos[i]
+        o[i, 0] = read_i64(p)
+        o[i, 1] = read_i32(p + 8)
+        o[i, 2] = read_i32(p + 12)
+        o[i, 3] = read_i32(p + 17) & <int64_t>0xFFFFFFFF
+        o[i, 4] = read_i16(p + 21)
+        o[i, 5] = read_i32(p + 23)
+        o[i, 6] = read_i64(p + 27)
+        o[i, 7] = read_i64(p + 35)
+        o[i, 8] = read_i64(p + 43)
+        o[i, 9] = read_i16(p + 51)
+        o[i, 10] = read_i32(p + 53)
+        o[i, 11] = read_i32(p + 57)
     return out
 
 
@@ -328,12 +327,11 @@ def binary_offsets(length, int32_t[:] offsets):
     if offsets.shape[0] < n + 1:
         raise ValueError("offsets need one more slot than lengths")
     cdef int64_t total = 0
-    with nogil:
-        offsets[0] = 0
-        for i in range(n):
-            if ln[i] > 0:
-                total += ln[i]
-            offsets[i + 1] = <int32_t>total
+    offsets[0] = 0
+    for i in range(n):
+        if ln[i] > 0:
+            total += ln[i]
+        offsets[i + 1] = <int32_t>total
     return total
 
 
@@ -408,11 +406,10 @@ def entry_last_offsets(const uint8_t[::1] buf, positions, magics):
             raise ValueError(f"no entry header at position {pos[i]} of {size} bytes")
     out = np.empty(n, np.int64)
     cdef int64_t[::1] o = out
-    with nogil:
-        for i in range(n):
-            o[i] = read_i64(ptr(buf) + pos[i])
-            if mag[i] == 2:
-                o[i] += read_i32(ptr(buf) + pos[i] + 23)
+    for i in range(n):
+        o[i] = read_i64(ptr(buf) + pos[i])
+        if mag[i] == 2:
+            o[i] += read_i32(ptr(buf) + pos[i] + 23)
     return out
 
 

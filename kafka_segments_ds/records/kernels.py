@@ -15,20 +15,44 @@ The readable reference for the same logic is :mod:`kafka_segments_ds.records.v2`
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from kafka_segments_ds.records._compiled import load
 
-PARALLEL_MIN_BYTES = 32 << 20  # kept for callers; the compiled kernels run on the calling thread
+PARALLEL_MIN_BYTES = 32 << 20  # below this a kernel runs on the calling thread only
+# Threads a large job may use (the kernels release the GIL, so Python threads run them in
+# parallel); KAFKA_SEGMENTS_DS_THREADS overrides the CPU count.
+MAX_THREADS = max(1, int(os.environ.get("KAFKA_SEGMENTS_DS_THREADS", 0)) or os.cpu_count() or 1)
+_LOCAL = threading.local()
+_POOL: list[ThreadPoolExecutor] = []
+os.register_at_fork(after_in_child=_POOL.clear)  # a forked child (Spark worker) has no threads
 
 
 def use_threads(work_bytes: int) -> None:
-    """Kept for callers: the kernels run on the calling thread and release the GIL, so
-    parallelism comes from the reader's helper thread and from Spark's tasks (a thread pool per
-    call measured no faster on a shared host; see benchmarks/README)."""
+    """Set the thread count of this thread's next kernel calls for a job of ``work_bytes``.
+
+    Waking threads costs more than small jobs take, and on a busy host far more: below
+    :data:`PARALLEL_MIN_BYTES` the calling thread does the work alone.
+    """
+    _LOCAL.threads = 1 if work_bytes < PARALLEL_MIN_BYTES else MAX_THREADS
+
+
+def _threads() -> int:
+    return getattr(_LOCAL, "threads", 1)
+
+
+def _in_parallel(kernel: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> list[Any]:
+    """Run ``kernel(*job)`` for each job on the shared pool (the kernels drop the GIL)."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="ksds-kernel"))
+    return [f.result() for f in [_POOL[0].submit(kernel, *job) for job in jobs]]
 
 
 # Framing outcomes of hop_entries.
@@ -425,10 +449,47 @@ if _compiled is not None:
     _varlong = _compiled._varlong
     hop_entries = _compiled.hop_entries
     parse_v2_headers = _compiled.parse_v2_headers
-    decode_v2_records = _compiled.decode_v2_records
     decode_v2_headers = _compiled.decode_v2_headers
     binary_offsets = _compiled.binary_offsets
-    gather_into = _compiled.gather_into
+    _decode_serial = _compiled.decode_v2_records
+    _gather_serial = _compiled.gather_into
+
+    def decode_v2_records(*args: np.ndarray) -> None:  # type: ignore[misc]
+        """The compiled kernel; batches split between threads after :func:`use_threads`."""
+        batches = len(args[2])
+        n = min(_threads(), batches)
+        if n <= 1:
+            return _decode_serial(*args)
+        cuts = np.linspace(0, batches, n + 1).astype(np.int64).tolist()
+        jobs = [
+            (*args[:2], *(a[lo:hi] for a in args[2:11]), *args[11:20], args[20][lo:hi],
+             args[21][lo:hi])
+            for lo, hi in itertools.pairwise(cuts)
+        ]  # fmt: skip
+        _in_parallel(_decode_serial, jobs)
+        return None
+
+    def gather_into(  # type: ignore[misc]
+        src0: np.ndarray,
+        src1: np.ndarray,
+        pos: np.ndarray,
+        length: np.ndarray,
+        offsets: np.ndarray,
+        data: np.ndarray,
+    ) -> int:
+        """The compiled kernel; rows split between threads (by bytes) after use_threads."""
+        rows = len(pos)
+        n = min(_threads(), rows)
+        if n <= 1:
+            return int(_gather_serial(src0, src1, pos, length, offsets, data))
+        cuts = np.searchsorted(offsets[:rows], np.linspace(0, data.shape[0], n + 1)[1:-1])
+        bounds = [0, *cuts.tolist(), rows]
+        jobs = [
+            (src0, src1, pos[lo:hi], length[lo:hi], offsets[lo:hi], data)
+            for lo, hi in itertools.pairwise(bounds)
+        ]
+        return sum(_in_parallel(_gather_serial, jobs))
+
     find_entry_candidate = _compiled.find_entry_candidate
     entry_last_offsets = _compiled.entry_last_offsets
     first_offset_outlier = _compiled.first_offset_outlier
