@@ -1,7 +1,8 @@
 """Cold start: the first command after a fresh, non-editable install vs the same command again.
 
-For each source tree (this checkout, and optionally a baseline such as a numba-era checkout,
-measured in the same run):
+For each source tree (this checkout, and optionally a baseline measured in the same run, e.g. a
+checkout from before the kernels were compiled ahead of time, when they were JIT-compiled on
+first use):
 
 1. a new venv in a temp dir, ``pip install <source>`` (non-editable: a built wheel, as a user
    gets it; the pip cache makes this fast);
@@ -119,7 +120,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--baseline",
         help="a second tree measured the same way, e.g. a checkout "
-        "of the numba-era commit (git archive <rev> | tar -x -C DIR)",
+        "of the last JIT-era commit (git archive <rev> | tar -x -C DIR)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="warm runs (median)")
     parser.add_argument("--no-spark", action="store_true")
