@@ -8,6 +8,7 @@
  * the first call) found it. Everywhere else: a slicing-by-8 table walk.
  *
  * All functions are static: each extension that includes this header gets its own copy.
+ * -DKSDS_PORTABLE_ONLY builds the table walk alone (what non-x86 targets such as aarch64 get).
  */
 #ifndef KSDS_CRC32C_H
 #define KSDS_CRC32C_H
@@ -16,7 +17,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(KSDS_PORTABLE_ONLY)
 #define KSDS_X86 1
 #include <nmmintrin.h>
 #else
