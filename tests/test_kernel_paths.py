@@ -324,3 +324,28 @@ def test_importing_the_package_loads_no_kernels() -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == "[]"
+
+
+KERNEL_PATHS = {"active": {n: getattr(K, n) for n in K.PURE_PYTHON}, "pure": K.PURE_PYTHON}
+
+
+@pytest.mark.parametrize("path", sorted(KERNEL_PATHS))
+def test_positions_outside_the_buffer_raise_instead_of_reading_past_it(path: str) -> None:
+    kernels = KERNEL_PATHS[path]
+    buf = np.frombuffer(_log([(b"k", b"v", [], 5)]), np.uint8)
+    with pytest.raises(ValueError, match="outside a buffer"):
+        kernels["hop_entries"](buf, 0, len(buf) + 1)
+    with pytest.raises(ValueError, match="no 61-byte batch header at position 20"):
+        kernels["parse_v2_headers"](buf, np.array([20], np.int64))
+    with pytest.raises(ValueError, match="no entry header"):
+        kernels["entry_last_offsets"](buf, np.array([len(buf) - 4]), np.array([2], np.int8))
+    rows = [np.zeros(1, np.int64) for _ in range(9)]
+    with pytest.raises(ValueError, match="batch 0"):  # a span past the end of the buffer
+        kernels["decode_v2_records"](
+            buf, np.zeros(0, np.uint8), np.array([61]), np.array([len(buf) + 9]),
+            np.array([1]), np.array([0]), np.array([0]), np.array([0]), np.array([0]),
+            np.array([0], np.int8), np.array([0]), *rows, np.zeros(1, np.int32),
+            np.zeros(1, np.int64),
+        )  # fmt: skip
+    # a find that starts inside the last 17 bytes finds nothing, and reads nothing past the end
+    assert kernels["find_entry_candidate"](buf, len(buf) - 5, len(buf)) == -1
