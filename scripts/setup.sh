@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install the package with its test extra. Idempotent.
+# The install compiles the Cython kernels (needs a C compiler); run it again after editing a
+# .pyx/.pxd/.h to rebuild them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -8,3 +10,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# The editable install leaves the compiled kernels next to their sources; fail here if they do not
+# load rather than let everything run on the (slow) pure-Python kernels.
+.venv/bin/python -W error::RuntimeWarning -c "from kafka_segments_ds.records import kernels as k; assert k.COMPILED"

@@ -27,7 +27,7 @@ from kafka_segments_ds.records.builder import (
 from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.samples import PartitionWriter, write_sample_log_dir
 
-# The numba kernels compile on first use, so a wall-clock deadline only measures the JIT.
+# Shared CI hosts make wall-clock deadlines flaky, and the pure-Python kernel path is slow.
 # dev keeps hypothesis' default example count; ci (HYPOTHESIS_PROFILE=ci) tries more.
 settings.register_profile("dev", deadline=None)
 settings.register_profile(
@@ -44,23 +44,12 @@ INDEX_SUFFIXES = (".index", ".timeindex")
 
 @pytest.fixture(scope="module")
 def serial_kernels() -> Iterator[None]:
-    """Run the numba kernels on one thread for a module (``pytestmark = usefixtures(...)``).
+    """Kept for the modules that ask for it (``usefixtures("serial_kernels")``): the compiled
+    kernels always run on the calling thread, so there is no thread count to pin any more.
+    Yields the kernel module so a test can see which path (compiled or pure Python) runs."""
+    from kafka_segments_ds.records import kernels
 
-    Test data is tiny, so a parallel region per window costs more than its work, and on a
-    shared CPU the OpenMP threads spin-wait for one another for milliseconds per call (10x the
-    run time here). An explicit ``NUMBA_NUM_THREADS`` in the environment is left alone.
-    """
-    if "NUMBA_NUM_THREADS" in os.environ:
-        yield
-        return
-    import numba
-
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
+    yield kernels  # type: ignore[misc]
 
 
 @pytest.fixture(scope="session")

@@ -52,7 +52,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _run_script(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env.setdefault("NUMBA_NUM_THREADS", "1")
+    env.setdefault("KAFKA_SEGMENTS_DS_THREADS", "1")
     return subprocess.run(
         [sys.executable, *args],
         cwd=REPO,

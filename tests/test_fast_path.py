@@ -1,4 +1,4 @@
-"""The columnar read path (numba kernels in records/kernels.py driven by window.py/reader.py)
+"""The columnar read path (compiled kernels in records/kernels.py driven by window.py/reader.py)
 against the reference decoders (records/v2.py, records/legacy.py) on the same bytes.
 
 Logs are random mixes of magic-2 batches (every codec, headers, null/empty keys and values,

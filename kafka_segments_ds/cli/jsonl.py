@@ -2,7 +2,7 @@
 
 Formatting each row with ``json.dumps`` costs microseconds per record and dominates a dump. Here
 each column is a *piece*: integers, UTF-8 strings to escape, or ready-made fragments, read
-straight from the Arrow buffers. The numba kernels of :mod:`.jsonl_kernels` size every row,
+straight from the Arrow buffers. The compiled kernels of :mod:`.jsonl_kernels` size every row,
 then write each piece into one output buffer. Only what has no bulk form (headers,
 ``--key/--value base64|json|escaped``, byte strings that are not UTF-8) is formatted per row with
 ``json.dumps`` and then copied in as a ready-made fragment. The output is byte for byte what

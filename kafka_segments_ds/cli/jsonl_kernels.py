@@ -1,16 +1,23 @@
-"""numba kernels that write JSON-lines fragments straight into one output byte buffer.
+"""Kernels that write JSON-lines fragments straight into one output byte buffer.
 
 The writer (:mod:`.jsonl`) first asks each column for the byte length of its fragment in every
 row (``*_lengths``), sums them into row start positions, then each column writes its fragments at
 a per-row cursor (``write_*``) that advances as it goes. String bytes must be valid UTF-8 (the
 caller checks); they are escaped exactly as ``json.dumps(..., ensure_ascii=False)`` does: ``"``
 and ``\\``, ``\\b \\f \\n \\r \\t``, and ``\\u00xx`` for the other control characters.
+
+They run compiled (``_jsonl.pyx``); the pure-Python versions here are the fallback when the
+extension cannot be imported or ``KAFKA_SEGMENTS_DS_PURE_PYTHON=1`` is set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
-from numba import njit
+
+from kafka_segments_ds.records._compiled import load
 
 _NULL = np.frombuffer(b"null", np.uint8)
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
@@ -24,7 +31,6 @@ _EXTRA[:32] = 5
 _EXTRA[_SHORT_ESCAPES != 0] = 1
 
 
-@njit(cache=True, nogil=True)
 def escaped_lengths(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Length of each value as a quoted JSON string (``null`` for invalid rows)."""
     n = offsets.shape[0] - 1
@@ -34,14 +40,10 @@ def escaped_lengths(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) ->
         if not valid[i]:
             out[i] = 4
             continue
-        extra = 0
-        for j in range(start, end):  # branch-free: a table lookup per byte
-            extra += _EXTRA[data[j]]
-        out[i] = end - start + 2 + extra
+        out[i] = end - start + 2 + int(_EXTRA[data[start:end]].sum())
     return out
 
 
-@njit(cache=True, nogil=True)
 def write_escaped(
     offsets: np.ndarray,
     data: np.ndarray,
@@ -87,7 +89,6 @@ def write_escaped(
         out[p] = 34
 
 
-@njit(cache=True, nogil=True)
 def raw_lengths(offsets: np.ndarray, valid: np.ndarray, hex_digits: bool) -> np.ndarray:
     """Length of each value copied as is (or as quoted hex digits); ``null`` for invalid rows."""
     n = offsets.shape[0] - 1
@@ -103,7 +104,6 @@ def raw_lengths(offsets: np.ndarray, valid: np.ndarray, hex_digits: bool) -> np.
     return out
 
 
-@njit(cache=True, nogil=True)
 def write_raw(
     offsets: np.ndarray,
     data: np.ndarray,
@@ -134,7 +134,6 @@ def write_raw(
         cursor[i] = p
 
 
-@njit(cache=True, nogil=True)
 def int_lengths(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Length of each integer in decimal (with its sign); ``null`` for invalid rows."""
     n = values.shape[0]
@@ -157,7 +156,6 @@ def int_lengths(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True, nogil=True)
 def write_ints(values: np.ndarray, valid: np.ndarray, out: np.ndarray, cursor: np.ndarray) -> None:
     for i in range(values.shape[0]):
         p = cursor[i]
@@ -183,10 +181,34 @@ def write_ints(values: np.ndarray, valid: np.ndarray, out: np.ndarray, cursor: n
         cursor[i] = p + digits
 
 
-@njit(cache=True, nogil=True)
 def write_literal(literal: np.ndarray, out: np.ndarray, cursor: np.ndarray) -> None:
     size = literal.shape[0]
     for i in range(cursor.shape[0]):
         p = cursor[i]
         out[p : p + size] = literal
         cursor[i] = p + size
+
+
+# the pure-Python kernels by name, whichever path runs (tests compare the two)
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f
+    for f in (
+        escaped_lengths,
+        write_escaped,
+        raw_lengths,
+        write_raw,
+        int_lengths,
+        write_ints,
+        write_literal,
+    )
+}
+_compiled = load("kafka_segments_ds.cli._jsonl")
+COMPILED = _compiled is not None
+if _compiled is not None:
+    escaped_lengths = _compiled.escaped_lengths
+    write_escaped = _compiled.write_escaped
+    raw_lengths = _compiled.raw_lengths
+    write_raw = _compiled.write_raw
+    int_lengths = _compiled.int_lengths
+    write_ints = _compiled.write_ints
+    write_literal = _compiled.write_literal

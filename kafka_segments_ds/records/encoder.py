@@ -1,7 +1,7 @@
 """Columnar magic-2 batch encoder: Arrow-style columns in, complete record batches out.
 
 The writer's hot path. Records are never Python objects: key, value and header columns arrive as
-(offsets, data, validity) numpy arrays and numba kernels (1) size every record and cut batches at
+(offsets, data, validity) numpy arrays and compiled kernels (1) size every record and cut batches at
 ``batch_bytes`` / ``batch_records`` the way a producer fills ``batch.size``, (2) write the record
 regions, (3) write the 61-byte headers. Python only compresses and checksums once per batch.
 
@@ -11,21 +11,36 @@ encode_batch` (one :class:`RecordSpec` at a time); tests check the two agree byt
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import crc32c
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from kafka_segments_ds.records._compiled import load
 from kafka_segments_ds.records.compression import CompressionType, compress
-from kafka_segments_ds.records.crc_kernels import crc32c_range
-from kafka_segments_ds.records.kernels import _copy_bytes, use_threads
 from kafka_segments_ds.records.v2 import CRC_START, TIMESTAMP_TYPE_MASK
 
 V2_HEADER_SIZE = 61
 BATCH_LENGTH_BASE = V2_HEADER_SIZE - 12  # batchLength counts from partitionLeaderEpoch on
+# the 61-byte batch header as the encoder writes it (FORMAT.md §4.1)
+_V2_HEADER = struct.Struct(
+    ">q"  # baseOffset
+    "i"  # batchLength
+    "i"  # partitionLeaderEpoch
+    "b"  # magic (2)
+    "I"  # crc (written after, over attributes..end)
+    "h"  # attributes
+    "i"  # lastOffsetDelta
+    "q"  # baseTimestamp
+    "q"  # maxTimestamp
+    "q"  # producerId
+    "h"  # producerEpoch
+    "i"  # baseSequence
+    "i"  # records count
+)
 
 
 @dataclass(frozen=True)
@@ -86,74 +101,36 @@ class EncodedBatches:
 
 
 # --------------------------------------------------------------------------------------------
-# Kernels
+# Kernels: compiled (_encoder.pyx); these pure-Python versions are the fallback (see _compiled)
 # --------------------------------------------------------------------------------------------
 
 
-@intrinsic
-def _leading_zeros(typingctx, value):  # type: ignore[no-untyped-def]
-    """Count of leading zero bits of a uint64 (LLVM ctlz: one instruction on current CPUs)."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i64 = ir.IntType(64)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.ctlz.i64"
-        )
-        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 0)])
-
-    return sig, codegen
+def _zigzag_size(value: int) -> int:
+    """Bytes of the zigzag varint of ``value``."""
+    return max(1, -(-((value << 1) ^ (value >> 63)).bit_length() // 7))
 
 
-@njit(cache=True, inline="always")
-def _varint_size(zigzagged: np.uint64) -> int:
-    """Bytes of an unsigned varint, without a branch per byte: 1 + (bit length - 1) // 7."""
-    bits = np.uint64(64) - _leading_zeros(zigzagged | np.uint64(1))  # type: ignore[call-arg]
-    return 1 + int(bits - np.uint64(1)) // 7
-
-
-@njit(cache=True, inline="always")
-def _zigzag(value: np.int64) -> np.uint64:
-    return np.uint64((value << np.int64(1)) ^ (value >> np.int64(63)))
-
-
-@njit(cache=True, inline="always")
-def _blob_size(offsets: np.ndarray, valid: np.ndarray, i: int) -> int:
-    if valid[i] == 0:
+def _blob_size(offsets: list[int], valid: np.ndarray | None, i: int) -> int:
+    if valid is not None and not valid[i]:
         return 1  # varint -1
     length = offsets[i + 1] - offsets[i]
-    return _varint_size(_zigzag(np.int64(length))) + length
+    return _zigzag_size(length) + length
 
 
-@njit(cache=True, inline="always")
 def _body_size(
-    i: int,
-    offset_delta: int,
-    timestamp_delta: np.int64,
-    key_off: np.ndarray,
-    key_valid: np.ndarray,
-    val_off: np.ndarray,
-    val_valid: np.ndarray,
-    header_rows: np.ndarray,
-    hk_off: np.ndarray,
-    hv_off: np.ndarray,
-    hv_valid: np.ndarray,
-) -> int:
-    size = (
-        1 + _varint_size(_zigzag(timestamp_delta)) + _varint_size(_zigzag(np.int64(offset_delta)))
-    )
+    i: int, offset_delta: int, timestamp_delta: int, key_off: list[int], key_valid: np.ndarray,
+    val_off: list[int], val_valid: np.ndarray, header_rows: list[int], hk_off: list[int],
+    hv_off: list[int], hv_valid: np.ndarray,
+) -> int:  # fmt: skip
+    size = 1 + _zigzag_size(timestamp_delta) + _zigzag_size(offset_delta)
     size += _blob_size(key_off, key_valid, i) + _blob_size(val_off, val_valid, i)
-    first = header_rows[i]
-    last = header_rows[i + 1]
-    size += _varint_size(_zigzag(np.int64(last - first)))
+    first, last = header_rows[i], header_rows[i + 1]
+    size += _zigzag_size(last - first)
     for h in range(first, last):
-        key_length = hk_off[h + 1] - hk_off[h]
-        size += _varint_size(_zigzag(np.int64(key_length))) + key_length
-        size += _blob_size(hv_off, hv_valid, h)
+        size += _blob_size(hk_off, None, h) + _blob_size(hv_off, hv_valid, h)
     return size
 
 
-@njit(cache=True)
 def plan_batches(
     timestamps: np.ndarray,
     key_off: np.ndarray,
@@ -176,26 +153,24 @@ def plan_batches(
     ``batch_records``; a record that alone exceeds ``batch_bytes`` gets a batch of its own (as a
     producer does). ``batch_starts[count]`` is set to the row count. Returns the batch count.
     """
-    rows = timestamps.shape[0]
-    batches = 0
-    count = 0
-    region = 0
-    base_ts = np.int64(0)
-    i = 0
+    ts = timestamps.tolist()
+    columns = [a.tolist() for a in (key_off, val_off, header_rows, hk_off, hv_off)]
+    k_off, v_off, h_rows, hk, hv = columns
+    rows = len(ts)
+    batches = count = region = base_ts = i = 0
     while i < rows:
         if count == 0:
-            base_ts = timestamps[i]
+            base_ts = ts[i]
             batch_starts[batches] = i
         body = _body_size(
-            i, count, timestamps[i] - base_ts, key_off, key_valid, val_off, val_valid,
-            header_rows, hk_off, hv_off, hv_valid,
+            i, count, ts[i] - base_ts, k_off, key_valid, v_off, val_valid, h_rows, hk, hv,
+            hv_valid,
         )  # fmt: skip
-        total = _varint_size(_zigzag(np.int64(body))) + body
+        total = _zigzag_size(body) + body
         if count > 0 and (V2_HEADER_SIZE + region + total > batch_bytes or count >= batch_records):
             region_sizes[batches] = region  # close the batch; row i starts the next one
             batches += 1
-            count = 0
-            region = 0
+            count = region = 0
             continue
         body_sizes[i] = body
         region += total
@@ -208,31 +183,34 @@ def plan_batches(
     return batches
 
 
-@njit(cache=True, inline="always")
-def _put_varint(out: np.ndarray, pos: int, zigzagged: np.uint64) -> int:
+def _varint_bytes(value: int) -> bytes:
+    zigzagged = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
     while zigzagged >= 0x80:
-        out[pos] = np.uint8((zigzagged & np.uint64(0x7F)) | np.uint64(0x80))
-        zigzagged >>= np.uint64(7)
-        pos += 1
-    out[pos] = np.uint8(zigzagged)
-    return pos + 1
+        out.append((zigzagged & 0x7F) | 0x80)
+        zigzagged >>= 7
+    out.append(zigzagged)
+    return bytes(out)
 
 
-@njit(cache=True, inline="always")
-def _put_blob(
-    out: np.ndarray, pos: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, i: int
-) -> int:
-    if valid[i] == 0:
-        out[pos] = 1  # zigzag(-1)
-        return pos + 1
-    start = offsets[i]
-    length = offsets[i + 1] - start
-    pos = _put_varint(out, pos, _zigzag(np.int64(length)))
-    _copy_bytes(out, pos, data, start, length)  # type: ignore[call-arg]
-    return pos + length
+def _blob_bytes(offsets: list[int], data: np.ndarray, valid: np.ndarray | None, i: int) -> bytes:
+    if valid is not None and not valid[i]:
+        return b"\x01"  # zigzag(-1)
+    start, end = offsets[i], offsets[i + 1]
+    return _varint_bytes(end - start) + data[start:end].tobytes()
 
 
-@njit(cache=True, parallel=True, nogil=True)
+def _header_bytes(b: int, header: tuple) -> bytes:  # type: ignore[type-arg]
+    """Batch b's 61-byte header except the CRC (zeros), from encode_v2's header tuple."""
+    base_offsets, region_lengths, attributes, lods, base_ts, max_ts, counts = header[:7]
+    leader_epoch, producer_id, producer_epoch, base_sequence = header[7:]
+    return _V2_HEADER.pack(
+        int(base_offsets[b]), BATCH_LENGTH_BASE + int(region_lengths[b]), leader_epoch, 2, 0,
+        attributes, int(lods[b]), int(base_ts[b]), int(max_ts[b]), producer_id, producer_epoch,
+        base_sequence, int(counts[b]),
+    )  # fmt: skip
+
+
 def encode_records(
     batches: int,
     batch_starts: np.ndarray,
@@ -256,94 +234,55 @@ def encode_records(
 ) -> None:
     """Write batch b's records at ``region_positions[b]`` (sizes from :func:`plan_batches`).
 
-    With a non-empty ``header`` (the arguments of :func:`_write_header` after the position)
-    the records follow their header in place: write the header and the CRC too, while the
-    batch is still in cache.
+    With a non-empty ``header[0]`` the records follow their header in place: write the header
+    and the CRC too.
     """
+    ts = timestamps.tolist()
+    k_off, v_off, h_rows, hk, hv = (
+        a.tolist() for a in (key_off, val_off, header_rows, hk_off, hv_off)
+    )
     plain = len(header[0]) > 0
-    for b in prange(batches):
-        pos = region_positions[b]
-        first = batch_starts[b]
-        base_ts = timestamps[first]
-        for i in range(first, batch_starts[b + 1]):
-            pos = _put_varint(out, pos, _zigzag(np.int64(body_sizes[i])))
-            out[pos] = 0  # record attributes
-            pos = _put_varint(out, pos + 1, _zigzag(timestamps[i] - base_ts))
-            pos = _put_varint(out, pos, _zigzag(np.int64(i - first)))
-            pos = _put_blob(out, pos, key_off, key_data, key_valid, i)
-            pos = _put_blob(out, pos, val_off, val_data, val_valid, i)
-            h0 = header_rows[i]
-            h1 = header_rows[i + 1]
-            pos = _put_varint(out, pos, _zigzag(np.int64(h1 - h0)))
-            for h in range(h0, h1):
-                pos = _put_key(out, pos, hk_off, hk_data, h)
-                pos = _put_blob(out, pos, hv_off, hv_data, hv_valid, h)
+    for b in range(batches):
+        first, stop = int(batch_starts[b]), int(batch_starts[b + 1])
+        parts = []
+        for i in range(first, stop):
+            parts += [
+                _varint_bytes(int(body_sizes[i])), b"\x00", _varint_bytes(ts[i] - ts[first]),
+                _varint_bytes(i - first), _blob_bytes(k_off, key_data, key_valid, i),
+                _blob_bytes(v_off, val_data, val_valid, i),
+                _varint_bytes(h_rows[i + 1] - h_rows[i]),
+            ]  # fmt: skip
+            for h in range(h_rows[i], h_rows[i + 1]):
+                parts += [_blob_bytes(hk, hk_data, None, h), _blob_bytes(hv, hv_data, hv_valid, h)]
+        region = b"".join(parts)
+        pos = int(region_positions[b])
         if plain:
-            start = region_positions[b] - V2_HEADER_SIZE
-            _write_header(
-                out, start, b, header[0], header[1], header[2], header[3], header[4],
-                header[5], header[6], header[7], header[8], header[9], header[10],
-            )  # fmt: skip
-            _put_be(out, start + 17, np.int64(crc32c_range(out, start + CRC_START, pos)), 4)
+            start = pos - V2_HEADER_SIZE
+            batch = bytearray(_header_bytes(b, header) + region)
+            batch[17:21] = crc32c.crc32c(batch[CRC_START:]).to_bytes(4, "big")
+            out[start : start + len(batch)] = np.frombuffer(bytes(batch), np.uint8)
+        else:
+            out[pos : pos + len(region)] = np.frombuffer(region, np.uint8)
 
 
-@njit(cache=True, inline="always")
-def _put_key(out: np.ndarray, pos: int, offsets: np.ndarray, data: np.ndarray, h: int) -> int:
-    start = offsets[h]
-    length = offsets[h + 1] - start
-    pos = _put_varint(out, pos, _zigzag(np.int64(length)))
-    _copy_bytes(out, pos, data, start, length)  # type: ignore[call-arg]
-    return pos + length
-
-
-@njit(cache=True, inline="always")
-def _put_be(out: np.ndarray, pos: int, value: np.int64, width: int) -> None:
-    for j in range(width):
-        out[pos + width - 1 - j] = np.uint8((value >> np.int64(8 * j)) & np.int64(0xFF))
-
-
-@njit(cache=True, inline="always")
-def _write_header(
-    out: np.ndarray,
-    p: int,
-    b: int,
-    base_offsets: np.ndarray,
-    region_lengths: np.ndarray,
-    attributes: int,
-    last_offset_deltas: np.ndarray,
-    base_timestamps: np.ndarray,
-    max_timestamps: np.ndarray,
-    record_counts: np.ndarray,
-    leader_epoch: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-) -> None:
-    """Write batch b's 61-byte header at ``p``, except the CRC (FORMAT.md §4.1)."""
-    _put_be(out, p, base_offsets[b], 8)
-    _put_be(out, p + 8, np.int64(BATCH_LENGTH_BASE + region_lengths[b]), 4)
-    _put_be(out, p + 12, np.int64(leader_epoch), 4)
-    out[p + 16] = 2
-    _put_be(out, p + 21, np.int64(attributes), 2)
-    _put_be(out, p + 23, last_offset_deltas[b], 4)
-    _put_be(out, p + 27, base_timestamps[b], 8)
-    _put_be(out, p + 35, max_timestamps[b], 8)
-    _put_be(out, p + 43, np.int64(producer_id), 8)
-    _put_be(out, p + 51, np.int64(producer_epoch), 2)
-    _put_be(out, p + 53, np.int64(base_sequence), 4)
-    _put_be(out, p + 57, record_counts[b], 4)
-
-
-@njit(cache=True, parallel=True, nogil=True)
 def write_headers(out: np.ndarray, positions: np.ndarray, sizes: np.ndarray, header: tuple) -> None:  # type: ignore[type-arg]
     """Write every batch's header at ``positions`` and its CRC-32C over the complete batch."""
-    for b in prange(positions.shape[0]):
-        p = positions[b]
-        _write_header(
-            out, p, b, header[0], header[1], header[2], header[3], header[4], header[5],
-            header[6], header[7], header[8], header[9], header[10],
-        )  # fmt: skip
-        _put_be(out, p + 17, np.int64(crc32c_range(out, p + CRC_START, p + sizes[b])), 4)
+    for b, (p, size) in enumerate(zip(positions.tolist(), sizes.tolist(), strict=True)):
+        out[p : p + V2_HEADER_SIZE] = np.frombuffer(_header_bytes(b, header), np.uint8)
+        crc = crc32c.crc32c(out[p + CRC_START : p + size].data)
+        out[p + 17 : p + 21] = np.frombuffer(crc.to_bytes(4, "big"), np.uint8)
+
+
+# the pure-Python kernels by name, whichever path runs (tests compare the two)
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f for f in (plan_batches, encode_records, write_headers)
+}
+_compiled = load("kafka_segments_ds.records._encoder")
+COMPILED = _compiled is not None
+if _compiled is not None:
+    plan_batches = _compiled.plan_batches
+    encode_records = _compiled.encode_records
+    write_headers = _compiled.write_headers
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,7 +367,6 @@ def encode_v2(
         region_positions = positions + V2_HEADER_SIZE
         scratch = _buffer(int(sizes.sum()), out_reuse)
         header = (base_offsets, region_sizes, *header_fields)
-    use_threads(len(scratch))
     encode_records(
         count, batch_starts, region_positions, body_sizes, columns.timestamps,
         keys.offsets, keys.data, keys.valid, values.offsets, values.data, values.valid,

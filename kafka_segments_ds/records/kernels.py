@@ -1,9 +1,13 @@
-"""Columnar kernels (numba): entry framing, batch headers, magic-2 records, binary gathers.
+"""Columnar kernels: entry framing, batch headers, magic-2 records, binary gathers.
 
 These walk buffers of ``.log`` bytes and write positions and values into numpy arrays; Python
 never sees a record object on this path. Every length read from the buffer is checked against the
 bytes that remain before it is used, and output arrays are sized by the caller from bounds that
 the input can hold (a record takes at least 7 bytes, a header at least 2).
+
+The functions run compiled (the Cython extension ``_kernels.pyx``, built at install time); when
+it cannot be imported, or ``KAFKA_SEGMENTS_DS_PURE_PYTHON=1`` is set, the pure-Python versions
+below run instead: the same contract, slowly (see :mod:`._compiled`). Tests run both.
 
 Error codes returned per batch are translated to messages by :data:`RECORD_ERRORS`.
 The readable reference for the same logic is :mod:`kafka_segments_ds.records.v2`.
@@ -11,28 +15,44 @@ The readable reference for the same logic is :mod:`kafka_segments_ds.records.v2`
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-# Passive waiting: spinning OpenMP threads steal the cores a loaded host (or Spark's JVM)
-# needs; set before numba starts its threading layer, and only if the user has not.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import numba
 import numpy as np
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from kafka_segments_ds.records._compiled import load
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this a kernel runs on the calling thread only
-_MAX_THREADS: int = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+# Threads a large job may use (the kernels release the GIL, so Python threads run them in
+# parallel); KAFKA_SEGMENTS_DS_THREADS overrides the CPU count.
+MAX_THREADS = max(1, int(os.environ.get("KAFKA_SEGMENTS_DS_THREADS", 0)) or os.cpu_count() or 1)
+_LOCAL = threading.local()
+_POOL: list[ThreadPoolExecutor] = []
+os.register_at_fork(after_in_child=_POOL.clear)  # a forked child (Spark worker) has no threads
 
 
 def use_threads(work_bytes: int) -> None:
-    """Set the kernels' thread count for a job of ``work_bytes`` (thread-local in numba).
+    """Set the thread count of this thread's next kernel calls for a job of ``work_bytes``.
 
-    Waking a thread pool costs more than small jobs take, and on a busy host far more.
+    Waking threads costs more than small jobs take, and on a busy host far more: below
+    :data:`PARALLEL_MIN_BYTES` the calling thread does the work alone.
     """
-    numba.set_num_threads(1 if work_bytes < PARALLEL_MIN_BYTES else _MAX_THREADS)
+    _LOCAL.threads = 1 if work_bytes < PARALLEL_MIN_BYTES else MAX_THREADS
+
+
+def _threads() -> int:
+    return getattr(_LOCAL, "threads", 1)
+
+
+def _in_parallel(kernel: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> list[Any]:
+    """Run ``kernel(*job)`` for each job on the shared pool (the kernels drop the GIL)."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="ksds-kernel"))
+    return [f.result() for f in [_POOL[0].submit(kernel, *job) for job in jobs]]
 
 
 # Framing outcomes of hop_entries.
@@ -53,144 +73,60 @@ RECORD_ERRORS = {
     9: "invalid header value length",
 }
 
-_U7F = np.uint64(0x7F)
-_U1 = np.uint64(1)
-_U32MASK = np.uint64(0xFFFFFFFF)
-
-
-@njit(cache=True, inline="always")
-def _read_i32(buf: np.ndarray, p: int) -> int:
-    v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8)
-    v |= np.int64(buf[p + 3])
-    if v >= 0x80000000:
-        v -= 0x100000000
-    return v
-
-
-@njit(cache=True, inline="always")
-def _read_i16(buf: np.ndarray, p: int) -> int:
-    v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
-    if v >= 0x8000:
-        v -= 0x10000
-    return v
-
-
-@njit(cache=True, inline="always")
-def _read_i64(buf: np.ndarray, p: int) -> int:
-    v = np.uint64(0)
-    for i in range(8):
-        v = (v << np.uint64(8)) | np.uint64(buf[p + i])
-    return np.int64(v)
-
-
-@njit(cache=True, inline="always")
-def _unsigned(buf: np.ndarray, pos: int, end: int, max_bytes: int) -> tuple[np.uint64, int]:
-    raw = np.uint64(0)
-    shift = np.uint64(0)
-    for _ in range(max_bytes):
-        if pos >= end:
-            return np.uint64(0), -1
-        b = buf[pos]
-        pos += 1
-        raw |= (np.uint64(b) & _U7F) << shift
-        if b < 0x80:
-            return raw, pos
-        shift += np.uint64(7)
-    return np.uint64(0), -1
-
-
-@njit(cache=True, inline="always")
-def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
-    if pos < end:
-        b = np.int64(buf[pos])
-        if b < 0x80:  # one byte: most lengths, deltas and counts
-            return (b >> 1) ^ -(b & 1), pos + 1
-    raw, pos = _unsigned(buf, pos, end, 5)
-    raw &= _U32MASK
-    return np.int64(raw >> _U1) ^ -np.int64(raw & _U1), pos
-
-
-@njit(cache=True, inline="always")
-def _varlong(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
-    if pos < end:
-        b = np.int64(buf[pos])
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-    raw, pos = _unsigned(buf, pos, end, 10)
-    return np.int64(raw >> _U1) ^ -np.int64(raw & _U1), pos
-
-
-@njit(cache=True, nogil=True)
-def hop_entries(buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Walk entry framing in ``buf[start:end]``.
-
-    Returns ``(positions, magics, outcome, stop)``: entry start positions and magic bytes of the
-    complete, plausibly framed entries, then the FRAMING_* outcome and the position where the
-    walk stopped. Entry length = 12 + int32 at position + 8.
-    """
-    count = 0
-    pos = start
-    outcome = FRAMING_END
-    # pass 1: count (entries are >= 26 bytes, so this loop is bounded by the input)
-    while True:
-        if end - pos < 17:
-            outcome = FRAMING_END if pos == end else FRAMING_PARTIAL
-            break
-        size = _read_i32(buf, pos + 8)
-        magic = buf[pos + 16]
-        if size < 14 or magic > 2:
-            outcome = FRAMING_BAD
-            break
-        if magic == 2 and size < 49:
-            outcome = FRAMING_SHORT_BATCH
-            break
-        if pos + 12 + size > end:
-            outcome = FRAMING_PARTIAL
-            break
-        count += 1
-        pos += 12 + size
-    positions = np.empty(count, np.int64)
-    magics = np.empty(count, np.int8)
-    pos = start
-    for i in range(count):
-        positions[i] = pos
-        magics[i] = buf[pos + 16]
-        pos += 12 + _read_i32(buf, pos + 8)
-    return positions, magics, outcome, pos
-
-
 # Column order of parse_v2_headers' output.
 H_BASE_OFFSET, H_LENGTH, H_EPOCH, H_CRC, H_ATTRIBUTES, H_LOD = 0, 1, 2, 3, 4, 5
 H_BASE_TS, H_MAX_TS, H_PRODUCER_ID, H_PRODUCER_EPOCH, H_BASE_SEQ, H_COUNT = 6, 7, 8, 9, 10, 11
 N_HEADER_FIELDS = 12
 
-
-@njit(cache=True, nogil=True)
-def parse_v2_headers(buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The 61-byte headers of the magic-2 batches at ``positions`` as an int64 [n, 12] array."""
-    out = np.empty((positions.shape[0], N_HEADER_FIELDS), np.int64)
-    for i in range(positions.shape[0]):
-        p = positions[i]
-        out[i, H_BASE_OFFSET] = _read_i64(buf, p)
-        out[i, H_LENGTH] = _read_i32(buf, p + 8)
-        out[i, H_EPOCH] = _read_i32(buf, p + 12)
-        crc = _read_i32(buf, p + 17)
-        out[i, H_CRC] = crc + 0x100000000 if crc < 0 else crc
-        out[i, H_ATTRIBUTES] = _read_i16(buf, p + 21)
-        out[i, H_LOD] = _read_i32(buf, p + 23)
-        out[i, H_BASE_TS] = _read_i64(buf, p + 27)
-        out[i, H_MAX_TS] = _read_i64(buf, p + 35)
-        out[i, H_PRODUCER_ID] = _read_i64(buf, p + 43)
-        out[i, H_PRODUCER_EPOCH] = _read_i16(buf, p + 51)
-        out[i, H_BASE_SEQ] = _read_i32(buf, p + 53)
-        out[i, H_COUNT] = _read_i32(buf, p + 57)
-    return out
+# --------------------------------------------------------------------------------------------
+# Pure-Python kernels (the fallback; the compiled ones replace them at the bottom)
+# --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
-def _blob(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
-    """(length or -1, data position, next position); next = -1 on error."""
-    length, pos = _varint(buf, pos, end)
+def _bytes(buf: np.ndarray) -> memoryview:
+    return np.ascontiguousarray(buf, np.uint8).data.cast("B")
+
+
+def _i32(b: memoryview, p: int) -> int:
+    return int.from_bytes(b[p : p + 4], "big", signed=True)
+
+
+def _i16(b: memoryview, p: int) -> int:
+    return int.from_bytes(b[p : p + 2], "big", signed=True)
+
+
+def _i64(b: memoryview, p: int) -> int:
+    return int.from_bytes(b[p : p + 8], "big", signed=True)
+
+
+def _unsigned(b: memoryview, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    raw = 0
+    for shift in range(0, 7 * max_bytes, 7):
+        if pos >= end:
+            return 0, -1
+        byte = b[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return raw, pos
+    return 0, -1
+
+
+def _py_varint(b: memoryview, pos: int, end: int) -> tuple[int, int]:
+    raw, pos = _unsigned(b, pos, end, 5)
+    raw &= 0xFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _py_varlong(b: memoryview, pos: int, end: int) -> tuple[int, int]:
+    raw, pos = _unsigned(b, pos, end, 10)
+    raw &= 0xFFFFFFFFFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _py_blob(b: memoryview, pos: int, end: int) -> tuple[int, int, int]:
+    """(length or -1, data position, next position); next = -1 bad varint, -2 bad length."""
+    length, pos = _py_varint(b, pos, end)
     if pos < 0:
         return 0, 0, -1
     if length < -1:
@@ -202,7 +138,117 @@ def _blob(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
     return length, pos, pos + length
 
 
-@njit(cache=True, parallel=True, nogil=True)
+def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position or -1) of the zigzag varint at ``pos`` (for tests)."""
+    return _py_varint(_bytes(buf), pos, end)
+
+
+def _varlong(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position or -1) of the zigzag varlong at ``pos`` (for tests)."""
+    return _py_varlong(_bytes(buf), pos, end)
+
+
+def _check_range(buf: np.ndarray, start: int, end: int) -> None:
+    if start < 0 or end > buf.shape[0] or start > end:
+        raise ValueError(f"range [{start}, {end}) outside a buffer of {buf.shape[0]} bytes")
+
+
+def hop_entries(buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Walk entry framing in ``buf[start:end]``.
+
+    Returns ``(positions, magics, outcome, stop)``: entry start positions and magic bytes of the
+    complete, plausibly framed entries, then the FRAMING_* outcome and the position where the
+    walk stopped. Entry length = 12 + int32 at position + 8.
+    """
+    _check_range(buf, start, end)
+    b = _bytes(buf)
+    positions: list[int] = []
+    magics: list[int] = []
+    pos = start
+    while True:
+        if end - pos < 17:
+            outcome = FRAMING_END if pos == end else FRAMING_PARTIAL
+            break
+        size = _i32(b, pos + 8)
+        magic = b[pos + 16]
+        if size < 14 or magic > 2:
+            outcome = FRAMING_BAD
+            break
+        if magic == 2 and size < 49:
+            outcome = FRAMING_SHORT_BATCH
+            break
+        if pos + 12 + size > end:
+            outcome = FRAMING_PARTIAL
+            break
+        positions.append(pos)
+        magics.append(magic)
+        pos += 12 + size
+    return np.array(positions, np.int64), np.array(magics, np.int8), outcome, pos
+
+
+def parse_v2_headers(buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The 61-byte headers of the magic-2 batches at ``positions`` as an int64 [n, 12] array."""
+    b = _bytes(buf)
+    out = np.empty((len(positions), N_HEADER_FIELDS), np.int64)
+    for i, p in enumerate(np.asarray(positions, np.int64).tolist()):
+        if p < 0 or p + 61 > len(b):
+            raise ValueError(f"no 61-byte batch header at position {p} of {len(b)} bytes")
+        out[i] = (
+            _i64(b, p), _i32(b, p + 8), _i32(b, p + 12), _i32(b, p + 17) & 0xFFFFFFFF,
+            _i16(b, p + 21), _i32(b, p + 23), _i64(b, p + 27), _i64(b, p + 35), _i64(b, p + 43),
+            _i16(b, p + 51), _i32(b, p + 53), _i32(b, p + 57),
+        )  # fmt: skip
+    return out
+
+
+def _decode_records(
+    b: memoryview, pos: int, end: int, count: int, lod: int
+) -> tuple[int, int, list[tuple[int, ...]]]:
+    """(status, stop position, rows) of one batch's records section (contract as below)."""
+    rows: list[tuple[int, ...]] = []
+    previous = -1
+    for _ in range(count):
+        rstart = pos
+        length, pos = _py_varint(b, pos, end)
+        if pos < 0:
+            return 1, rstart, rows
+        rend = pos + length
+        if length < 6 or rend > end:
+            return 2, rstart, rows
+        ts_delta, pos = _py_varlong(b, pos + 1, rend)  # after the attributes byte
+        if pos < 0:
+            return 1, rstart, rows
+        delta, pos = _py_varint(b, pos, rend)
+        if pos < 0:
+            return 1, rstart, rows
+        if delta <= previous or delta > lod:
+            return 3, rstart, rows
+        previous = delta
+        klen, kpos, pos = _py_blob(b, pos, rend)
+        if pos < 0:
+            return (4 if pos == -2 else 1), rstart, rows
+        vlen, vpos, pos = _py_blob(b, pos, rend)
+        if pos < 0:
+            return (4 if pos == -2 else 1), rstart, rows
+        hcount, pos = _py_varint(b, pos, rend)
+        if pos < 0:
+            return 1, rstart, rows
+        if hcount < 0 or hcount > (rend - pos) // 2:
+            return 5, rstart, rows
+        hpos = pos
+        for _h in range(hcount):
+            hk, _, pos = _py_blob(b, pos, rend)
+            if pos < 0 or hk < 0:
+                return 6, rstart, rows
+            _, _, pos = _py_blob(b, pos, rend)
+            if pos < 0:
+                return 9, rstart, rows
+        if pos != rend:
+            return 7, rstart, rows
+        rows.append((delta, ts_delta, kpos, klen, vpos, vlen, hpos, hcount))
+    return (8 if pos != end else 0), pos, rows
+
+
 def decode_v2_records(
     src0: np.ndarray,
     src1: np.ndarray,
@@ -231,90 +277,24 @@ def decode_v2_records(
 
     Addresses below ``len(src0)`` are in ``src0``, the others in ``src1`` (shifted by
     ``len(src0)``); batch ``b``'s records span ``[b_start[b], b_end[b])`` and fill rows
-    ``b_row0[b] .. b_row0[b] + b_count[b]``. Batches are independent (decoded in parallel); a
-    malformed one gets a non-zero ``b_status`` and the address of the fault in ``b_errpos``.
+    ``b_row0[b] .. b_row0[b] + b_count[b]``. Batches are independent; a malformed one gets a
+    non-zero ``b_status`` and the address of the fault in ``b_errpos``.
     """
     len0 = src0.shape[0]
-    for b in prange(b_start.shape[0]):
-        shift = 0
-        buf = src0
-        if b_start[b] >= len0:
-            shift = len0
-            buf = src1
-        pos = b_start[b] - shift
-        end = b_end[b] - shift
-        row = b_row0[b]
-        base_offset = b_base_offset[b]
-        base_ts = b_base_ts[b]
-        max_ts = b_max_ts[b]
-        log_append = b_log_append[b] != 0
-        lod = b_lod[b]
-        previous = -1
-        status = 0
-        for _ in range(b_count[b]):
-            rstart = pos
-            length, pos = _varint(buf, pos, end)
-            if pos < 0:
-                status = 1
-                pos = rstart
-                break
-            rend = pos + length
-            if length < 6 or rend > end:
-                status = 2
-                pos = rstart
-                break
-            pos += 1  # attributes
-            ts_delta, pos = _varlong(buf, pos, rend)
-            if pos < 0:
-                status = 1
-                pos = rstart
-                break
-            delta, pos = _varint(buf, pos, rend)
-            if pos < 0:
-                status = 1
-                pos = rstart
-                break
-            if delta <= previous or delta > lod:
-                status = 3
-                pos = rstart
-                break
-            previous = delta
-            klen, kpos, pos = _blob(buf, pos, rend)
-            if pos < 0:
-                status = 4 if pos == -2 else 1
-                pos = rstart
-                break
-            vlen, vpos, pos = _blob(buf, pos, rend)
-            if pos < 0:
-                status = 4 if pos == -2 else 1
-                pos = rstart
-                break
-            hcount, pos = _varint(buf, pos, rend)
-            if pos < 0:
-                status = 1
-                pos = rstart
-                break
-            if hcount < 0 or hcount > (rend - pos) // 2:
-                status = 5
-                pos = rstart
-                break
-            hpos = pos
-            for _h in range(hcount):
-                hk, _hkp, pos = _blob(buf, pos, rend)
-                if pos < 0 or hk < 0:
-                    status = 6
-                    break
-                _hv, _hvp, pos = _blob(buf, pos, rend)
-                if pos < 0:
-                    status = 9
-                    break
-            if status != 0:
-                pos = rstart
-                break
-            if pos != rend:
-                status = 7
-                pos = rstart
-                break
+    bufs = (_bytes(src0), _bytes(src1))
+    for b in range(len(b_start)):
+        start, end = int(b_start[b]), int(b_end[b])
+        shift = len0 if start >= len0 else 0
+        buf = bufs[1 if shift else 0]
+        if not 0 <= start - shift <= end - shift <= len(buf):
+            raise ValueError(f"batch {b}: span outside the buffers")
+        status, stop, rows = _decode_records(
+            buf, start - shift, end - shift, int(b_count[b]), int(b_lod[b])
+        )
+        log_append = int(b_log_append[b]) != 0
+        base_offset, base_ts, max_ts = int(b_base_offset[b]), int(b_base_ts[b]), int(b_max_ts[b])
+        row = int(b_row0[b])
+        for delta, ts_delta, kpos, klen, vpos, vlen, hpos, hcount in rows:
             r_offset[row] = base_offset + delta
             r_ts[row] = max_ts if log_append else base_ts + ts_delta
             r_ts_type[row] = 1 if log_append else 0
@@ -325,13 +305,10 @@ def decode_v2_records(
             r_hpos[row] = hpos + shift
             r_hcount[row] = hcount
             row += 1
-        if status == 0 and pos != end:
-            status = 8
         b_status[b] = status
-        b_errpos[b] = pos + shift
+        b_errpos[b] = stop + shift
 
 
-@njit(cache=True, nogil=True)
 def decode_v2_headers(
     src0: np.ndarray,
     src1: np.ndarray,
@@ -344,62 +321,32 @@ def decode_v2_headers(
 ) -> None:
     """Second pass over the (already validated) header sections of the rows."""
     len0 = src0.shape[0]
+    bufs = (_bytes(src0), _bytes(src1))
     h = 0
-    for r in range(r_hpos.shape[0]):
-        shift = 0
-        buf = src0
-        if r_hpos[r] >= len0:
-            shift = len0
-            buf = src1
-        pos = r_hpos[r] - shift
-        end = buf.shape[0]
-        for _ in range(r_hcount[r]):
-            klen, kpos, pos = _blob(buf, pos, end)
-            vlen, vpos, pos = _blob(buf, pos, end)
-            h_kpos[h] = kpos + shift
-            h_klen[h] = klen
-            h_vpos[h] = vpos + shift
-            h_vlen[h] = vlen
+    for hpos, hcount in zip(r_hpos.tolist(), r_hcount.tolist(), strict=True):
+        shift = len0 if hpos >= len0 else 0
+        buf = bufs[1 if shift else 0]
+        pos = hpos - shift
+        for _ in range(hcount):
+            klen, kpos, pos = _py_blob(buf, pos, len(buf))
+            if pos >= 0:
+                vlen, vpos, pos = _py_blob(buf, pos, len(buf))
+            if pos < 0 or h >= h_kpos.shape[0]:
+                break
+            h_kpos[h], h_klen[h], h_vpos[h], h_vlen[h] = kpos + shift, klen, vpos + shift, vlen
             h += 1
 
 
-@njit(cache=True, nogil=True)
 def binary_offsets(length: np.ndarray, offsets: np.ndarray) -> int:
     """Fill Arrow int32 offsets (n + 1) for slices of ``length`` (-1 = null); return the total.
 
     The caller keeps the total under 2 GiB so the int32 offsets hold.
     """
-    total = 0
     offsets[0] = 0
-    for i in range(length.shape[0]):
-        ln = length[i]
-        if ln > 0:
-            total += ln
-        offsets[i + 1] = total
-    return total
+    np.cumsum(np.maximum(length, 0), out=offsets[1 : len(length) + 1], dtype=offsets.dtype)
+    return int(np.maximum(length, 0).sum())
 
 
-@intrinsic
-def _copy_bytes(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-untyped-def]
-    """memcpy(dst + dst_at, src + src_at, count) for uint8 arrays; the caller checks bounds.
-
-    Slice assignment costs several times the copy itself for values of ~100 bytes.
-    """
-    sig = types.void(dst, dst_at, src, src_at, count)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        dst_value, dst_offset, src_value, src_offset, nbytes = args
-        dst_array = context.make_array(signature.args[0])(context, builder, dst_value)
-        src_array = context.make_array(signature.args[2])(context, builder, src_value)
-        dst_ptr = builder.gep(dst_array.data, [dst_offset])
-        src_ptr = builder.gep(src_array.data, [src_offset])
-        cgutils.raw_memcpy(builder, dst_ptr, src_ptr, nbytes, 1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@njit(cache=True, parallel=True, nogil=True)
 def gather_into(
     src0: np.ndarray,
     src1: np.ndarray,
@@ -413,59 +360,55 @@ def gather_into(
     Returns the number of slices that did not lie inside their source (always 0 for rows from
     the decoder, which validated them; such a slice is left as zeros rather than read).
     """
-    len0 = src0.shape[0]
-    len1 = src1.shape[0]
+    len0, len1 = src0.shape[0], src1.shape[0]
     bad = 0
-    for i in prange(pos.shape[0]):
-        ln = length[i]
-        if ln > 0:
-            o = offsets[i]
-            p = pos[i]
-            if o + ln > data.shape[0]:
-                bad += 1
-            elif p >= 0 and p + ln <= len0:
-                _copy_bytes(data, o, src0, p, ln)  # type: ignore[call-arg]
-            elif len0 <= p and p - len0 + ln <= len1:
-                _copy_bytes(data, o, src1, p - len0, ln)  # type: ignore[call-arg]
-            else:
-                data[o : o + ln] = 0
-                bad += 1
+    for o, p, ln in zip(offsets.tolist(), pos.tolist(), length.tolist(), strict=False):
+        if ln <= 0:
+            continue
+        if o < 0 or o + ln > data.shape[0]:
+            bad += 1
+        elif p >= 0 and p + ln <= len0:
+            data[o : o + ln] = src0[p : p + ln]
+        elif len0 <= p and p - len0 + ln <= len1:
+            data[o : o + ln] = src1[p - len0 : p - len0 + ln]
+        else:
+            data[o : o + ln] = 0
+            bad += 1
     return bad
 
 
-@njit(cache=True)
 def find_entry_candidate(buf: np.ndarray, start: int, limit: int) -> int:
     """First position in [start, limit) whose framing looks like an entry, or -1.
 
     Used to resynchronise after damage; the caller confirms a candidate with its checksum.
     """
-    last = min(limit, buf.shape[0] - 17 + 1)
-    for p in range(start, last):
-        magic = buf[p + 16]
+    b = _bytes(buf)
+    n = len(b)
+    for p in range(max(start, 0), min(limit, n - 17 + 1)):
+        magic = b[p + 16]
         if magic > 2:
             continue
-        size = _read_i32(buf, p + 8)
+        size = _i32(b, p + 8)
         if size < 14 or (magic == 2 and size < 49):
             continue
-        if magic < 2 and (buf[p + 17] & 0x07) > 3:
+        # magic 0/1: attributes must name a codec <= 3, where the byte is in the buffer
+        if magic < 2 and p + 17 < n and (b[p + 17] & 0x07) > 3:
             continue
         return p
     return -1
 
 
-@njit(cache=True)
 def entry_last_offsets(buf: np.ndarray, positions: np.ndarray, magics: np.ndarray) -> np.ndarray:
     """Last offset of each entry: baseOffset + lastOffsetDelta (v2), the offset field (0/1)."""
-    out = np.empty(positions.shape[0], np.int64)
-    for i in range(positions.shape[0]):
-        p = positions[i]
-        out[i] = _read_i64(buf, p)
-        if magics[i] == 2:
-            out[i] += _read_i32(buf, p + 23)
+    b = _bytes(buf)
+    out = np.empty(len(positions), np.int64)
+    for i, (p, magic) in enumerate(zip(positions.tolist(), magics.tolist(), strict=True)):
+        if p < 0 or p + (27 if magic == 2 else 8) > len(b):
+            raise ValueError(f"no entry header at position {p} of {len(b)} bytes")
+        out[i] = _i64(b, p) + (_i32(b, p + 23) if magic == 2 else 0)
     return out
 
 
-@njit(cache=True)
 def first_offset_outlier(lasts: np.ndarray, previous: int) -> int:
     """Index of the first entry whose last offset sticks out above its neighbours, or -1.
 
@@ -474,13 +417,79 @@ def first_offset_outlier(lasts: np.ndarray, previous: int) -> int:
     (not covered by any checksum) rather than of overlapping batches, which break the order
     only once.
     """
-    n = lasts.shape[0]
-    for i in range(n - 2):
-        before = previous if i == 0 else lasts[i - 1]
-        if (
-            lasts[i] >= lasts[i + 1]
-            and lasts[i] >= lasts[i + 2]
-            and before < lasts[i + 1] < lasts[i + 2]
-        ):
+    v = np.asarray(lasts, np.int64).tolist()
+    for i in range(len(v) - 2):
+        before = previous if i == 0 else v[i - 1]
+        if v[i] >= v[i + 1] and v[i] >= v[i + 2] and before < v[i + 1] < v[i + 2]:
             return i
     return -1
+
+
+# the pure-Python kernels by name, whichever path runs (tests compare the two)
+PURE_PYTHON: dict[str, Callable[..., Any]] = {
+    f.__name__: f
+    for f in (
+        _varint,
+        _varlong,
+        hop_entries,
+        parse_v2_headers,
+        decode_v2_records,
+        decode_v2_headers,
+        binary_offsets,
+        gather_into,
+        find_entry_candidate,
+        entry_last_offsets,
+        first_offset_outlier,
+    )
+}
+_compiled = load("kafka_segments_ds.records._kernels")
+COMPILED = _compiled is not None
+if _compiled is not None:
+    _varint = _compiled._varint
+    _varlong = _compiled._varlong
+    hop_entries = _compiled.hop_entries
+    parse_v2_headers = _compiled.parse_v2_headers
+    decode_v2_headers = _compiled.decode_v2_headers
+    binary_offsets = _compiled.binary_offsets
+    _decode_serial = _compiled.decode_v2_records
+    _gather_serial = _compiled.gather_into
+
+    def decode_v2_records(*args: np.ndarray) -> None:  # type: ignore[misc]
+        """The compiled kernel; batches split between threads after :func:`use_threads`."""
+        batches = len(args[2])
+        n = min(_threads(), batches)
+        if n <= 1:
+            return _decode_serial(*args)
+        cuts = np.linspace(0, batches, n + 1).astype(np.int64).tolist()
+        jobs = [
+            (*args[:2], *(a[lo:hi] for a in args[2:11]), *args[11:20], args[20][lo:hi],
+             args[21][lo:hi])
+            for lo, hi in itertools.pairwise(cuts)
+        ]  # fmt: skip
+        _in_parallel(_decode_serial, jobs)
+        return None
+
+    def gather_into(  # type: ignore[misc]
+        src0: np.ndarray,
+        src1: np.ndarray,
+        pos: np.ndarray,
+        length: np.ndarray,
+        offsets: np.ndarray,
+        data: np.ndarray,
+    ) -> int:
+        """The compiled kernel; rows split between threads (by bytes) after use_threads."""
+        rows = len(pos)
+        n = min(_threads(), rows)
+        if n <= 1:
+            return int(_gather_serial(src0, src1, pos, length, offsets, data))
+        cuts = np.searchsorted(offsets[:rows], np.linspace(0, data.shape[0], n + 1)[1:-1])
+        bounds = [0, *cuts.tolist(), rows]
+        jobs = [
+            (src0, src1, pos[lo:hi], length[lo:hi], offsets[lo:hi], data)
+            for lo, hi in itertools.pairwise(bounds)
+        ]
+        return sum(_in_parallel(_gather_serial, jobs))
+
+    find_entry_candidate = _compiled.find_entry_candidate
+    entry_last_offsets = _compiled.entry_last_offsets
+    first_offset_outlier = _compiled.first_offset_outlier

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from kafka_segments_ds.errors import InvalidInputError
+from kafka_segments_ds.records._compiled import load
 from kafka_segments_ds.records.encoder import BinaryColumn, RecordColumns
 
 WRITE_COLUMNS = ("key", "value", "topic", "partition", "timestamp", "headers")
@@ -143,39 +146,39 @@ def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
 def murmur2(offsets: np.ndarray, data: np.ndarray, out: np.ndarray) -> None:
-    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c) of each key, as a signed int32."""
-    m = np.uint32(0x5BD1E995)
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c) of each key, as a signed int32.
+
+    Compiled in ``records/_encoder.pyx``; this pure-Python version is the fallback."""
+    m = 0x5BD1E995
+    bounds = offsets.tolist()
     for i in range(out.shape[0]):
-        start = offsets[i]
-        length = offsets[i + 1] - start
-        h = np.uint32(0x9747B28C) ^ np.uint32(length)
+        key = data[bounds[i] : bounds[i + 1]].tobytes()
+        length = len(key)
+        h = 0x9747B28C ^ length
         full = length & ~3
         for j in range(0, full, 4):
-            k = (
-                np.uint32(data[start + j])
-                | (np.uint32(data[start + j + 1]) << np.uint32(8))
-                | (np.uint32(data[start + j + 2]) << np.uint32(16))
-                | (np.uint32(data[start + j + 3]) << np.uint32(24))
-            )
-            k = np.uint32(k * m)
-            k ^= k >> np.uint32(24)
-            k = np.uint32(k * m)
-            h = np.uint32(h * m)
-            h ^= k
+            k = int.from_bytes(key[j : j + 4], "little") * m & 0xFFFFFFFF
+            k ^= k >> 24
+            h = (h * m & 0xFFFFFFFF) ^ (k * m & 0xFFFFFFFF)
         rest = length & 3
         if rest == 3:
-            h ^= np.uint32(data[start + full + 2]) << np.uint32(16)
+            h ^= key[full + 2] << 16
         if rest >= 2:
-            h ^= np.uint32(data[start + full + 1]) << np.uint32(8)
+            h ^= key[full + 1] << 8
         if rest >= 1:
-            h ^= np.uint32(data[start + full])
-            h = np.uint32(h * m)
-        h ^= h >> np.uint32(13)
-        h = np.uint32(h * m)
-        h ^= h >> np.uint32(15)
-        out[i] = np.int32(h)
+            h = (h ^ key[full]) * m & 0xFFFFFFFF
+        h ^= h >> 13
+        h = h * m & 0xFFFFFFFF
+        h ^= h >> 15
+        out[i] = h - (1 << 32) if h >= 1 << 31 else h
+
+
+# the pure-Python kernel by name, whichever path runs (tests compare the two)
+PURE_PYTHON: dict[str, Callable[..., Any]] = {"murmur2": murmur2}
+_compiled = load("kafka_segments_ds.records._encoder")
+if _compiled is not None:
+    murmur2 = _compiled.murmur2
 
 
 def key_partitions(keys: BinaryColumn, num_partitions: int, spread_start: int) -> np.ndarray:

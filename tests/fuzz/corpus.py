@@ -5,7 +5,7 @@ batches in every codec (snappy both xerial-framed and raw), control and LogAppen
 magic-0/1 messages and compressed wrappers in every codec they allow (lz4 magic 0 with the
 KAFKA-3160 header checksum), an upgraded 0 -> 1 -> 2 log, and a batch larger than a 4 KiB read
 window. ``reference_rows`` decodes one entry with the readable reference decoders
-(records/v2.py, records/legacy.py), not with the numba kernels the reader uses.
+(records/v2.py, records/legacy.py), not with the compiled kernels the reader uses.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class _Worker:
         root = Path(__file__).resolve().parents[len(package.split("."))]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-        env.setdefault("NUMBA_NUM_THREADS", "1")
+        env.setdefault("KAFKA_SEGMENTS_DS_THREADS", "1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", f"{package}.worker"],
             cwd=root,

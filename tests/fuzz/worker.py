@@ -56,9 +56,6 @@ def judge(run_seed: int, number: int, workdir: Path) -> dict[str, object]:
 
 def main() -> None:
     logging.disable(logging.CRITICAL)  # DROPMALFORMED logs every dropped entry
-    import numba
-
-    numba.set_num_threads(1)  # tiny inputs: parallel regions cost more than they save
     with tempfile.TemporaryDirectory(prefix="kafka-fuzz-") as tmp:
         workdir = Path(tmp)
         judge(0, 0, workdir)  # warm up: load the compiled kernels before measuring

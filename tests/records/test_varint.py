@@ -1,4 +1,4 @@
-"""Tests for kafka_segments_ds.records.varint (reference codec) and the numba varint readers in
+"""Tests for kafka_segments_ds.records.varint (reference codec) and the kernel varint readers in
 kafka_segments_ds.records.kernels: the same ``(bytes, value)`` tables run over both.
 
 The encodings below were worked out by hand from FORMAT.md §4.4 (zig-zag, then unsigned LEB128,
@@ -189,7 +189,7 @@ def test_varlong_round_trip(value: int) -> None:
     assert decode_varlong(encoded, 0) == (value, len(encoded))
 
 
-# --- numba kernels (same tables) ----------------------------------------------------------------
+# --- kernels (compiled or pure Python, same tables) -------------------------------------------
 
 
 def _arr(data: bytes) -> np.ndarray:

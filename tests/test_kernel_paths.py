@@ -1,0 +1,351 @@
+"""Both kernel paths: the compiled extensions and the pure-Python fallback.
+
+* In this process: each compiled kernel against its pure-Python twin (``PURE_PYTHON`` of the
+  kernel modules) on the same random inputs, outputs compared exactly.
+* A read_table / write_table round trip and a CLI ``dump --format jsonl``, checked against the
+  reference decoders (records/v2.py) and json.dumps: run here on whichever path is active.
+* A child pytest with ``KAFKA_SEGMENTS_DS_PURE_PYTHON=1`` runs the fast-path, kernel, CLI,
+  writer and this module's round-trip tests on the pure-Python path.
+* A broken extension gives exactly one warning naming the import error, and the package works.
+* ``import kafka_segments_ds`` loads no kernel module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kafka_segments_ds as ksd
+from kafka_segments_ds.cli import jsonl_kernels as J
+from kafka_segments_ds.records import crc_kernels as C
+from kafka_segments_ds.records import encoder as E
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records._compiled import PURE_PYTHON_ENV
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.records.v2 import decode_batch_header, iter_records
+from kafka_segments_ds.writer import columns as W
+
+ROOT = Path(__file__).resolve().parent.parent
+PURE = os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+compiled_only = pytest.mark.skipif(
+    not (K.COMPILED and C.COMPILED and E.COMPILED and J.COMPILED),
+    reason="compares the compiled kernels with the pure-Python ones",
+)
+
+# -- records: (key, value, headers) of random shapes ------------------------------------------
+
+blobs = st.one_of(st.none(), st.binary(max_size=40))
+records = st.lists(
+    st.tuples(
+        blobs,
+        blobs,
+        st.lists(st.tuples(st.text(max_size=6), blobs), max_size=3),
+        st.integers(-(2**40), 2**40),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def _log(
+    recs: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+) -> bytes:
+    out = b""
+    for i in range(0, len(recs), 7):  # batches of up to 7 records
+        chunk = recs[i : i + 7]
+        specs = [
+            RecordSpec(key=k, value=v, headers=tuple(h), timestamp=ts) for k, v, h, ts in chunk
+        ]
+        out += encode_batch(specs, base_offset=i)
+    return out
+
+
+@compiled_only
+@settings(max_examples=60)
+@given(records, st.integers(0, 40))
+def test_record_kernels_agree(recs: list, damage: int) -> None:  # type: ignore[type-arg]
+    data = bytearray(_log(recs))
+    if damage and len(data) > 61:  # a byte of some record section changed: both must agree
+        at = 61 + damage * 7919 % (len(data) - 61)
+        data[at] ^= 0x5A
+    buf = np.frombuffer(bytes(data), np.uint8)
+    results = []
+    for k in (K, K.PURE_PYTHON):
+        get = (lambda n, k=k: getattr(k, n)) if k is K else (lambda n, k=k: k[n])
+        pos, mag, outcome, stop = get("hop_entries")(buf, 0, len(buf))
+        v2 = pos[mag == 2]
+        h = get("parse_v2_headers")(buf, v2)
+        n = len(v2)
+        counts = np.clip(h[:, K.H_COUNT], 0, 64)
+        row0 = np.zeros(n, np.int64)
+        np.cumsum(counts[:-1], out=row0[1:])
+        total = int(counts.sum())
+        rows = [np.zeros(total, np.int64) for _ in range(9)]
+        status, errpos = np.zeros(n, np.int32), np.zeros(n, np.int64)
+        ends = v2 + h[:, K.H_LENGTH] + 12
+        get("decode_v2_records")(
+            buf, np.zeros(0, np.uint8), v2 + 61, ends, counts, row0, h[:, K.H_BASE_OFFSET],
+            h[:, K.H_BASE_TS], h[:, K.H_MAX_TS], ((h[:, K.H_ATTRIBUTES] & 8) != 0).astype(np.int8),
+            h[:, K.H_LOD], *rows, status, errpos,
+        )  # fmt: skip
+        crcs = np.zeros(n, np.int64)
+        (C.batch_crcs_serial if k is K else C.PURE_PYTHON["batch_crcs_serial"])(
+            buf, v2 + 21, ends, crcs
+        )
+        length = np.where(status[np.repeat(np.arange(n), counts)] == 0, rows[6], -1)
+        offsets = np.zeros(total + 1, np.int32)
+        size = get("binary_offsets")(length, offsets)
+        gathered = np.zeros(size, np.uint8)
+        bad = get("gather_into")(buf, np.zeros(0, np.uint8), rows[5], length, offsets, gathered)
+        results.append(
+            (pos.tolist(), mag.tolist(), outcome, stop, h.tolist(), status.tolist(),
+             errpos.tolist(), [r.tolist() for r in rows], crcs.tolist(), offsets.tolist(),
+             gathered.tolist(), bad,
+             get("find_entry_candidate")(buf, 1, len(buf)),
+             get("entry_last_offsets")(buf, pos, mag).tolist())
+        )  # fmt: skip
+    assert results[0] == results[1]
+    if not damage:  # intact: the rows are the reference decoder's
+        assert results[0][5] == [0] * len(results[0][5])
+        assert results[0][7][0] == list(range(len(recs)))
+
+
+@compiled_only
+@pytest.mark.parametrize("lasts", [[5, 9, 3, 10, 11], [1, 2, 3], [4, 1, 2, 3], [9, 9, 9]])
+def test_first_offset_outlier_agrees(lasts: list[int]) -> None:
+    array = np.array(lasts, np.int64)
+    for previous in (-1, 0, 4):
+        expected = K.PURE_PYTHON["first_offset_outlier"](array, previous)
+        assert K.first_offset_outlier(array, previous) == expected
+
+
+def _columns(recs: list) -> E.RecordColumns:  # type: ignore[type-arg]
+    table = pa.table(
+        {
+            "key": pa.array([r[0] for r in recs], pa.binary()),
+            "value": pa.array([r[1] for r in recs], pa.large_binary()),
+            "timestamp": pa.array([abs(r[3]) for r in recs], pa.timestamp("ms")),
+            "headers": pa.array(
+                [[{"key": hk, "value": hv} for hk, hv in r[2]] for r in recs],
+                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+            ),
+        }
+    )
+    return W.record_columns(table, 0)
+
+
+@compiled_only
+@settings(max_examples=60)
+@given(records, st.sampled_from([0, 1, 3]), st.sampled_from([100, 400, 16384]))
+def test_encoder_kernels_agree(recs: list, codec: int, batch_bytes: int) -> None:  # type: ignore[type-arg]
+    columns = _columns(recs)
+    batch_settings = E.BatchSettings(compression=codec, batch_bytes=batch_bytes, producer_id=7)
+    compiled = E.encode_v2(columns, batch_settings, first_offset=3)
+    saved = {name: getattr(E, name) for name in E.PURE_PYTHON}
+    try:
+        for name, function in E.PURE_PYTHON.items():
+            setattr(E, name, function)
+        pure = E.encode_v2(columns, batch_settings, first_offset=3)
+    finally:
+        for name, function in saved.items():
+            setattr(E, name, function)
+    assert bytes(compiled.data) == bytes(pure.data)
+    assert compiled.positions.tolist() == pure.positions.tolist()
+    assert compiled.last_rows.tolist() == pure.last_rows.tolist()
+    if codec == 0:  # the reference decoder reads back every record
+        data = bytes(compiled.data)
+        got = [
+            (r.key, r.value, r.offset)
+            for p, s in zip(compiled.positions.tolist(), compiled.sizes.tolist(), strict=True)
+            for r in iter_records(decode_batch_header(data, p), data[p + 61 : p + s])
+        ]
+        assert got == [(r[0], r[1], 3 + i) for i, r in enumerate(recs)]
+
+
+@compiled_only
+@settings(max_examples=60)
+@given(st.lists(st.binary(max_size=30), min_size=1, max_size=20))
+def test_murmur2_agrees(keys: list[bytes]) -> None:
+    column = W.binary_column(pa.array(keys, pa.binary()))
+    compiled = np.empty(len(keys), np.int32)
+    pure = np.empty(len(keys), np.int32)
+    W.murmur2(column.offsets, column.data, compiled)
+    W.PURE_PYTHON["murmur2"](column.offsets, column.data, pure)
+    assert compiled.tolist() == pure.tolist()
+
+
+@compiled_only
+@settings(max_examples=60)
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=12),
+    st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=12),
+)
+def test_jsonl_kernels_agree(texts: list[str | None], ints: list[int | None]) -> None:
+    strings = pa.array(texts, pa.string())
+    _, offsets_buf, data_buf = strings.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int32, len(texts) + 1)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    valid = np.array([t is not None for t in texts])
+    values = np.array([v or 0 for v in ints], np.int64)
+    int_valid = np.array([v is not None for v in ints])
+    outputs = []
+    for k in (J, J.PURE_PYTHON):
+        get = (lambda n, k=k: getattr(k, n)) if k is J else (lambda n, k=k: k[n])
+        text_lengths = get("escaped_lengths")(offsets, data, valid)
+        raw = get("raw_lengths")(offsets, valid, True)
+        int_lengths = get("int_lengths")(values, int_valid)
+        n = len(texts)
+        out = np.zeros(int(text_lengths.sum() + raw.sum()) + 4 * n, np.uint8)
+        cursor = np.zeros(n, np.int64)
+        np.cumsum((text_lengths + raw + 4)[:-1], out=cursor[1:])
+        get("write_escaped")(offsets, data, valid, text_lengths, out, cursor)
+        get("write_raw")(offsets, data, valid, True, out, cursor)
+        get("write_literal")(np.frombuffer(b"\n ! ", np.uint8), out, cursor)
+        int_out = np.zeros(int(int_lengths.sum()), np.uint8)
+        int_cursor = np.zeros(len(ints), np.int64)
+        np.cumsum(int_lengths[:-1], out=int_cursor[1:])
+        get("write_ints")(values, int_valid, int_out, int_cursor)
+        outputs.append((out.tobytes(), int_out.tobytes(), cursor.tolist()))
+    assert outputs[0] == outputs[1]
+    first_text = texts[0]
+    expected = json.dumps(first_text, ensure_ascii=False).encode()
+    assert outputs[0][0][: len(expected)] == expected
+
+
+# -- whole paths: run here, and on the pure-Python path by the child pytest -------------------
+
+
+def test_write_read_round_trip_and_jsonl_dump(tmp_path: Path) -> None:
+    n = 300
+    table = pa.table(
+        {
+            "key": pa.array([None if i % 7 == 0 else f"k{i}".encode() for i in range(n)]),
+            "value": pa.array([f'v"{i}\\\n\u00e9'.encode() * (i % 5) for i in range(n)]),
+            "timestamp": pa.array([1_700_000_000_000 + i for i in range(n)], pa.timestamp("ms")),
+            "headers": pa.array(
+                [[{"key": "h", "value": bytes([i % 256])}] if i % 3 else [] for i in range(n)],
+                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+            ),
+        }
+    )
+    root = tmp_path / "log"
+    ksd.write_table(table, str(root), topic="t", numPartitions=1, compression="lz4")
+    back = ksd.read_table(str(root), includeHeaders=True).sort_by("offset")
+    assert back.column("offset").to_pylist() == list(range(n))
+    assert back.column("key").to_pylist() == table.column("key").to_pylist()
+    assert back.column("value").to_pylist() == table.column("value").to_pylist()
+    assert [
+        [(h["key"], h["value"]) for h in row] for row in back.column("headers").to_pylist()
+    ] == [[(h["key"], h["value"]) for h in row] for row in table.column("headers").to_pylist()]
+    segment = next(root.glob("t-0/*.log"))
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, kafka_segments_ds.cli as c; sys.exit(c.main())",
+         "dump", str(segment), "--format", "jsonl", "--value", "utf8", "--limit", "40"],
+        capture_output=True, check=True, env=dict(os.environ),
+    )  # fmt: skip
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert [row["offset"] for row in lines] == list(range(40))
+    assert [row["value"] for row in lines] == [
+        v.decode() for v in table.column("value").to_pylist()[:40]
+    ]
+    # byte for byte what json.dumps writes for the same row (the per-row reference)
+    first = done.stdout.decode().splitlines()[1]
+    assert first == json.dumps(json.loads(first), ensure_ascii=False)
+
+
+@pytest.mark.skipif(PURE, reason="this is the child run")
+def test_pure_python_path_passes_the_kernel_and_fast_path_tests() -> None:
+    env = dict(os.environ, **{PURE_PYTHON_ENV: "1"})
+    env.pop("HYPOTHESIS_PROFILE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+         "tests/test_fast_path.py", "tests/records/test_crc_kernels.py",
+         "tests/records/test_varint.py", "tests/test_kernel_paths.py", "tests/test_cli.py",
+         "tests/test_write_crosscheck.py", "-m", "not spark"],
+        cwd=ROOT, capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout
+
+
+def test_pure_python_path_is_what_the_environment_asks_for() -> None:
+    assert K.COMPILED is C.COMPILED is E.COMPILED is J.COMPILED
+    if PURE:
+        assert not K.COMPILED
+        assert K.hop_entries is K.PURE_PYTHON["hop_entries"]
+
+
+_BROKEN = """
+import sys, warnings
+for name in ("_kernels", "_crc", "_encoder"):
+    sys.modules["kafka_segments_ds.records." + name] = None  # import raises ImportError
+sys.modules["kafka_segments_ds.cli._jsonl"] = None
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import kafka_segments_ds as ksd
+    from kafka_segments_ds.cli import jsonl_kernels
+    from kafka_segments_ds.records import crc_kernels, encoder, kernels
+    from kafka_segments_ds.writer import columns
+    table = ksd.read_table(sys.argv[1])
+print(len(caught), kernels.COMPILED, table.num_rows)
+print(caught[0].category.__name__, caught[0].message)
+"""
+
+
+def test_a_broken_extension_gives_one_warning_and_the_package_still_reads(
+    sample_dir: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", _BROKEN, str(sample_dir)],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    count, compiled, rows = done.stdout.splitlines()[0].split()
+    assert (count, compiled) == ("1", "False")
+    assert int(rows) == ksd.read_table(str(sample_dir)).num_rows
+    message = done.stdout.splitlines()[1]
+    assert message.startswith("RuntimeWarning kafka_segments_ds: the compiled kernels did not load")
+    assert "(ModuleNotFoundError: import of kafka_segments_ds." in message
+
+
+def test_importing_the_package_loads_no_kernels() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, kafka_segments_ds; print(sorted(m for m in "
+         "sys.modules if 'kernels' in m or m.split('.')[-1] in ('_crc', '_encoder', '_jsonl')))"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == "[]"
+
+
+KERNEL_PATHS = {"active": {n: getattr(K, n) for n in K.PURE_PYTHON}, "pure": K.PURE_PYTHON}
+
+
+@pytest.mark.parametrize("path", sorted(KERNEL_PATHS))
+def test_positions_outside_the_buffer_raise_instead_of_reading_past_it(path: str) -> None:
+    kernels = KERNEL_PATHS[path]
+    buf = np.frombuffer(_log([(b"k", b"v", [], 5)]), np.uint8)
+    with pytest.raises(ValueError, match="outside a buffer"):
+        kernels["hop_entries"](buf, 0, len(buf) + 1)
+    with pytest.raises(ValueError, match="no 61-byte batch header at position 20"):
+        kernels["parse_v2_headers"](buf, np.array([20], np.int64))
+    with pytest.raises(ValueError, match="no entry header"):
+        kernels["entry_last_offsets"](buf, np.array([len(buf) - 4]), np.array([2], np.int8))
+    rows = [np.zeros(1, np.int64) for _ in range(9)]
+    with pytest.raises(ValueError, match="batch 0"):  # a span past the end of the buffer
+        kernels["decode_v2_records"](
+            buf, np.zeros(0, np.uint8), np.array([61]), np.array([len(buf) + 9]),
+            np.array([1]), np.array([0]), np.array([0]), np.array([0]), np.array([0]),
+            np.array([0], np.int8), np.array([0]), *rows, np.zeros(1, np.int32),
+            np.zeros(1, np.int64),
+        )  # fmt: skip
+    # a find that starts inside the last 17 bytes finds nothing, and reads nothing past the end
+    assert kernels["find_entry_candidate"](buf, len(buf) - 5, len(buf)) == -1
