@@ -8,6 +8,7 @@ a method needs it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,8 +56,15 @@ class KafkaSegmentsDataSource(DataSource):
     ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``isolationLevel``
     (read_uncommitted | read_committed), ``includeHeaders``, ``includeMetadata``, ``mode``
     (FAILFAST | DROPMALFORMED), ``verifyChecksums``, ``failOnDataLoss``,
-    ``maxDecompressedBytes``, ``maxBatchBytes``, ``readChunkBytes``, ``maxBytesPerPartition``
-    (default 128 MiB), ``minPartitions``, and ``fs.*`` storage settings.
+    ``maxDecompressedBytes``, ``maxBatchBytes``, ``readChunkBytes``, and ``fs.*`` storage
+    settings.
+
+    Input partitions are packed as Spark packs files: segments (and byte ranges of large
+    segments, cut at ``.index`` positions) are taken in (topic, partition, offset) order into
+    partitions of at most ``maxBytesPerPartition`` (default 128 MiB), each segment weighing
+    its size plus ``openCostInBytes`` (default 4 MiB, as ``spark.sql.files.openCostInBytes``),
+    and into at least ``minPartitions`` partitions (default: Spark's default parallelism, or
+    the cores of the machine planning the read) when the data allows.
 
     The reader does not implement ``pushFilters`` (so it works whatever
     ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp
@@ -116,17 +124,19 @@ class KafkaSegmentsDataSource(DataSource):
 
 @dataclass(frozen=True)
 class SegmentScanPartition(InputPartition):
-    """One scan task; ``None`` for the single empty partition of an empty result."""
+    """The scan tasks of one Spark task, read in turn (none: the one empty partition of an
+    empty result)."""
 
-    task: ScanTask | None
+    tasks: tuple[ScanTask, ...]
 
-    def __init__(self, task: ScanTask | None) -> None:  # InputPartition wants a value
-        object.__setattr__(self, "task", task)
-        object.__setattr__(self, "value", task)
+    def __init__(self, tasks: tuple[ScanTask, ...]) -> None:  # InputPartition wants a value
+        object.__setattr__(self, "tasks", tasks)
+        object.__setattr__(self, "value", len(tasks))
 
 
 class KafkaSegmentsReader(DataSourceReader):
-    """Plans scan tasks on the driver; streams Arrow batches on executors."""
+    """Plans scan tasks and packs them into input partitions on the driver; streams Arrow
+    batches on executors."""
 
     def __init__(self, paths: list[str], options: ReadOptions, columns: tuple[str, ...]):
         self.paths = paths
@@ -134,21 +144,34 @@ class KafkaSegmentsReader(DataSourceReader):
         self.columns = columns
 
     def partitions(self) -> Sequence[InputPartition]:
-        from kafka_segments_ds.planning import plan_scan
+        from kafka_segments_ds.planning import plan_partitions, plan_scan
         from kafka_segments_ds.reader import read_task
 
-        plan = plan_scan(self.paths, self.options, read_records=read_task)
-        if not plan.tasks:
-            return [SegmentScanPartition(None)]
-        return [SegmentScanPartition(t) for t in plan.tasks]
+        plan = plan_scan(self.paths, self.options, split=False, read_records=read_task)
+        min_partitions = self.options.min_partitions or default_parallelism()
+        packed = plan_partitions(plan.tasks, self.options, min_partitions)
+        if not packed:
+            return [SegmentScanPartition(())]
+        return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        task = partition.task  # type: ignore[attr-defined]
-        if task is None:
-            return iter(())
-        from kafka_segments_ds.reader import read_task
+        from kafka_segments_ds.reader import read_tasks
 
-        return read_task(task, self.options, self.columns)
+        return read_tasks(partition.tasks, self.options, self.columns)  # type: ignore[attr-defined]
+
+
+def default_parallelism() -> int:
+    """Spark's default parallelism where this process knows it (a driver), else its cores.
+
+    Spark plans a Python data source's partitions in a Python worker with no SparkContext; on
+    the driver's machine, its cores are what local mode runs on.
+    """
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        return int(context.defaultParallelism)
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -341,15 +341,19 @@ def _verified_start(
 
 
 def split_tasks(
-    filesystem: pafs.FileSystem, tasks: list[ScanTask], options: ReadOptions
+    filesystem: pafs.FileSystem,
+    tasks: Sequence[ScanTask],
+    options: ReadOptions,
+    min_partitions: int | None = None,
 ) -> list[ScanTask]:
     """Cut tasks into byte ranges of at most ``maxBytesPerPartition`` (and into at least
-    ``minPartitions`` tasks when the data allows), at entry starts taken from the ``.index``
-    or, without a usable index, found by hopping entry headers."""
+    ``min_partitions`` tasks, default ``minPartitions``, when the data allows), at entry starts
+    taken from the ``.index`` or, without a usable index, found by walking the entries."""
+    min_partitions = options.min_partitions if min_partitions is None else min_partitions
     total = sum(_task_end(t) - t.start_position for t in tasks)
     limit = options.max_bytes_per_partition
-    if options.min_partitions and total:
-        limit = min(limit, max(1, -(-total // options.min_partitions)))
+    if min_partitions and total:
+        limit = min(limit, max(1, -(-total // min_partitions)))
     out: list[ScanTask] = []
     for task in tasks:
         end = _task_end(task)
@@ -371,6 +375,67 @@ def split_tasks(
             for a, b in zip(starts, ends, strict=True)
         )
     return out
+
+
+def plan_partitions(
+    tasks: Sequence[ScanTask], options: ReadOptions, min_partitions: int
+) -> list[tuple[ScanTask, ...]]:
+    """Input partitions for parallel readers: large tasks split (:func:`split_tasks`), then all
+    of them bin-packed in order (:func:`pack_tasks`). ``min_partitions``: ``minPartitions``
+    if given, else the engine's parallelism."""
+    if not tasks:
+        return []
+    filesystem = tasks[0].filesystem
+    assert filesystem is not None
+    pieces = split_tasks(filesystem, tasks, options, min_partitions)
+    groups = pack_tasks(
+        [_task_end(t) - t.start_position for t in pieces],
+        options.max_bytes_per_partition,
+        options.open_cost_bytes,
+        min_partitions,
+    )
+    return [tuple(pieces[i] for i in group) for group in groups]
+
+
+def pack_tasks(
+    sizes: Sequence[int], max_bytes: int, open_cost: int, min_partitions: int
+) -> list[range]:
+    """Bin-pack tasks of ``sizes`` bytes, in their order, into input partitions; returns each
+    partition's task indices.
+
+    As Spark packs files: each task weighs its size plus ``open_cost`` (what opening one costs,
+    in bytes), and a partition takes tasks while its weight stays within the target
+    ``min(max_bytes, total weight // min_partitions)``; a task heavier than that alone makes a
+    partition. Tasks are taken in order (the plan's topic, partition, offset order), so the
+    tasks of a Kafka partition stay in offset order within an input partition. There are at
+    least ``min(min_partitions, len(sizes))`` partitions: when tasks heavier than the target
+    leave too few, the heaviest partitions of several tasks are halved.
+    """
+    weights = [size + open_cost for size in sizes]
+    target = min(max_bytes, max(1, sum(weights) // max(1, min_partitions)))
+    groups: list[range] = []
+    start = 0
+    weight = 0
+    for i, w in enumerate(weights):
+        if i > start and weight + w > target:
+            groups.append(range(start, i))
+            start, weight = i, 0
+        weight += w
+    if weights:
+        groups.append(range(start, len(weights)))
+    while len(groups) < min(min_partitions, len(weights)):
+        at = max(
+            (j for j, g in enumerate(groups) if len(g) > 1),
+            key=lambda j: sum(weights[i] for i in groups[j]),
+        )
+        group = groups[at]
+        half = sum(weights[i] for i in group) / 2
+        cut, weight = group.start + 1, weights[group.start]
+        while cut < group.stop - 1 and weight + weights[cut] <= half:
+            weight += weights[cut]
+            cut += 1
+        groups[at : at + 1] = [range(group.start, cut), range(cut, group.stop)]
+    return groups
 
 
 def _index_cuts(

@@ -2,7 +2,8 @@
 
 Modules, top down:
 
-* :mod:`~kafka_segments_ds.reader.task`: the task loop (:func:`read_task`);
+* :mod:`~kafka_segments_ds.reader.task`: the task loop (:func:`read_tasks`: an input
+  partition's tasks in turn, the read-ahead running across their boundaries);
 * :mod:`~kafka_segments_ds.reader.source`: ranged reads and the read-ahead window;
 * :mod:`~kafka_segments_ds.reader.damage`: the damage and resync policy (FAILFAST /
   DROPMALFORMED, truncated and zero-filled tails);
@@ -13,6 +14,6 @@ Modules, top down:
 * :mod:`~kafka_segments_ds.reader.rows`: the values those share.
 """
 
-from kafka_segments_ds.reader.task import read_task
+from kafka_segments_ds.reader.task import read_task, read_tasks
 
-__all__ = ["read_task"]
+__all__ = ["read_task", "read_tasks"]

@@ -77,12 +77,10 @@ class SegmentSource:
         self.path = path
         self.shown = path if shown is None else shown  # the path in messages
         self.size = size
+        self._filesystem = filesystem
         self._fd: int | None = None
         self._file = None
-        if isinstance(filesystem, pafs.LocalFileSystem):
-            self._fd = os.open(path, os.O_RDONLY)
-        else:
-            self._file = filesystem.open_input_file(path)
+        self._opened = False  # opened on first use: the read-ahead thread may do it
         self._buffers = [bytearray(0), bytearray(0)]
         # row arrays for windows decoded ahead, one set per buffer (see window.predecode)
         self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
@@ -93,8 +91,18 @@ class SegmentSource:
     def _clip(self, position: int, length: int) -> int:
         return max(0, min(length, self.size - position))
 
+    def _open(self) -> None:
+        if self._opened:
+            return
+        if isinstance(self._filesystem, pafs.LocalFileSystem):
+            self._fd = os.open(self.path, os.O_RDONLY)
+        else:
+            self._file = self._filesystem.open_input_file(self.path)
+        self._opened = True
+
     def read(self, position: int, length: int) -> np.ndarray:
         length = self._clip(position, length)
+        self._open()
         if self._fd is not None:
             return np.frombuffer(os.pread(self._fd, length, position), np.uint8)
         return np.frombuffer(self._read_remote(position, length), np.uint8)
@@ -129,6 +137,7 @@ class SegmentSource:
         )
 
     def _fill(self, slot: int, position: int, length: int) -> np.ndarray:
+        self._open()
         if self._fd is None:
             return self.read(position, length)
         if len(self._buffers[slot]) < length:

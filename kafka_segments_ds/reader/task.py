@@ -1,4 +1,4 @@
-"""The task loop: execute one ScanTask, window by window, into Arrow record batches.
+"""The task loop: execute ScanTasks in turn, window by window, into Arrow record batches.
 
 The range is read in windows of ``readChunkBytes`` aligned to entry boundaries, so memory stays
 bounded whatever the segment size. Each window is framed (on the read-ahead thread when it was
@@ -9,7 +9,8 @@ which raises or says where to go on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -32,6 +33,54 @@ def read_task(
     filesystem: pafs.FileSystem | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode ``task`` into Arrow record batches with exactly ``columns``."""
+    return read_tasks((task,), options, columns, filesystem)
+
+
+def read_tasks(
+    tasks: Sequence[ScanTask],
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    filesystem: pafs.FileSystem | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Decode ``tasks`` in turn (an input partition) into Arrow record batches.
+
+    The read-ahead does not stop at a task's end: while the last window of one task is
+    decoded, the next task's segment is opened and its first window read (and framed,
+    checksummed, decoded when plain) on the read-ahead thread.
+    """
+    ahead: _Opened | None = None  # the next task's source, opened ahead
+    try:
+        for i, task in enumerate(tasks):
+            current = ahead if ahead is not None else _open(task, options, filesystem)
+            ahead = None
+            following = tasks[i + 1] if i + 1 < len(tasks) else None
+
+            def read_ahead(following: ScanTask | None = following) -> None:
+                nonlocal ahead
+                if following is None or ahead is not None:
+                    return
+                ahead = _open(following, options, filesystem)
+                ahead.source.prefetch(
+                    following.start_position, options.read_chunk_bytes, options.verify_checksums
+                )
+
+            try:
+                reader = _TaskReader(task, options, columns, current.source, current.shown)
+                yield from reader.run(read_ahead)
+            finally:
+                current.source.close()
+    finally:
+        if ahead is not None:
+            ahead.source.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    source: SegmentSource
+    shown: str  # the segment's path in messages and the `segment` column
+
+
+def _open(task: ScanTask, options: ReadOptions, filesystem: pafs.FileSystem | None) -> _Opened:
     if filesystem is None:
         filesystem = task.filesystem
     if filesystem is None:
@@ -39,10 +88,7 @@ def read_task(
     shown = kfs.display_path(filesystem, task.segment.path)
     source = SegmentSource(filesystem, task.segment.path, task.segment.size, shown)
     source.predecode = options.deep
-    try:
-        yield from _TaskReader(task, options, columns, source, shown).run()
-    finally:
-        source.close()
+    return _Opened(source, shown)
 
 
 class _TaskReader:
@@ -83,7 +129,9 @@ class _TaskReader:
 
     # -- window loop -------------------------------------------------------------------------
 
-    def run(self) -> Iterator[pa.RecordBatch]:
+    def run(self, read_ahead: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
+        """The task's batches. ``read_ahead`` is called once the read-ahead thread has no more
+        windows of this task to read (to start on the next task's)."""
         pos = self.task.start_position
         chunk = self.options.read_chunk_bytes
         want = chunk
@@ -104,6 +152,8 @@ class _TaskReader:
             ):
                 # the usual next window
                 self.source.prefetch(next_pos, chunk, self.options.verify_checksums)
+            elif read_ahead is not None and (reaches_end or next_pos >= self.range_end):
+                read_ahead()  # this window ends the task: on to the next task's first one
             if positions.shape[0]:
                 batch, fault = self.decoder.decode(
                     window, pos, positions, magics, scanned.checksums, scanned.predecoded
