@@ -59,12 +59,14 @@ class KafkaSegmentsDataSource(DataSource):
     ``maxDecompressedBytes``, ``maxBatchBytes``, ``readChunkBytes``, and ``fs.*`` storage
     settings.
 
-    Input partitions are packed as Spark packs files: segments (and byte ranges of large
+    Input partitions are packed much as Spark packs files: segments (and byte ranges of large
     segments, cut at ``.index`` positions) are taken in (topic, partition, offset) order into
-    partitions of at most ``maxBytesPerPartition`` (default 128 MiB), each segment weighing
-    its size plus ``openCostInBytes`` (default 4 MiB, as ``spark.sql.files.openCostInBytes``),
-    and into at least ``minPartitions`` partitions (default: Spark's default parallelism, or
-    the cores of the machine planning the read) when the data allows.
+    partitions reading at most ``maxBytesPerPartition`` (default 128 MiB), balanced over at
+    least ``minPartitions`` partitions (default: Spark's default parallelism, or the cores of
+    the machine planning the read) with each segment weighing its size plus
+    ``openCostInBytes`` (default 4 MiB, as ``spark.sql.files.openCostInBytes``). A Python data
+    source's Spark task costs tens of milliseconds, so the open cost only balances partitions
+    and does not count towards ``maxBytesPerPartition``: many small segments make few tasks.
 
     The reader does not implement ``pushFilters`` (so it works whatever
     ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp

@@ -403,24 +403,29 @@ def pack_tasks(
     """Bin-pack tasks of ``sizes`` bytes, in their order, into input partitions; returns each
     partition's task indices.
 
-    As Spark packs files: each task weighs its size plus ``open_cost`` (what opening one costs,
-    in bytes), and a partition takes tasks while its weight stays within the target
-    ``min(max_bytes, total weight // min_partitions)``; a task heavier than that alone makes a
-    partition. Tasks are taken in order (the plan's topic, partition, offset order), so the
-    tasks of a Kafka partition stay in offset order within an input partition. There are at
-    least ``min(min_partitions, len(sizes))`` partitions: when tasks heavier than the target
-    leave too few, the heaviest partitions of several tasks are halved.
+    Much as Spark packs files: each task weighs its size plus ``open_cost`` (what opening one
+    costs, in bytes), and a partition takes tasks while its weight stays within
+    ``total weight // min_partitions`` and the bytes it reads within ``max_bytes``; a task
+    beyond either alone makes a partition. Unlike Spark, the open cost does not count towards
+    ``max_bytes``: a Python data source's Spark task costs tens of milliseconds (tens of small
+    segments' worth of reading), far more than a JVM file task, so small segments are packed
+    into as few partitions as the parallelism allows rather than into many of 128 MiB of open
+    costs. Tasks are taken in order (the plan's topic, partition, offset order), so the tasks of
+    a Kafka partition stay in offset order within an input partition. There are at least
+    ``min(min_partitions, len(sizes))`` partitions: when tasks beyond the limits leave too few,
+    the heaviest partitions of several tasks are halved.
     """
     weights = [size + open_cost for size in sizes]
-    target = min(max_bytes, max(1, sum(weights) // max(1, min_partitions)))
+    target = max(1, sum(weights) // max(1, min_partitions))
     groups: list[range] = []
     start = 0
-    weight = 0
-    for i, w in enumerate(weights):
-        if i > start and weight + w > target:
+    weight = read = 0
+    for i, (size, w) in enumerate(zip(sizes, weights, strict=True)):
+        if i > start and (weight + w > target or read + size > max_bytes):
             groups.append(range(start, i))
-            start, weight = i, 0
+            start, weight, read = i, 0, 0
         weight += w
+        read += size
     if weights:
         groups.append(range(start, len(weights)))
     while len(groups) < min(min_partitions, len(weights)):

@@ -34,9 +34,12 @@ def contents(groups: list[range]) -> list[list[int]]:
         ([10, 10, 10, 10], 19, 0, 1, [[0], [1], [2], [3]]),
         # a task larger than the target makes a partition of its own
         ([5, 100, 5, 5], 20, 0, 1, [[0], [1], [2, 3]]),
-        # the open cost weighs each task: 3 small ones fit in 16, not 4
-        ([1, 1, 1, 1, 1, 1], 16, 4, 1, [[0, 1, 2], [3, 4, 5]]),
-        ([1, 1, 1, 1, 1, 1], 14, 4, 1, [[0, 1], [2, 3], [4, 5]]),
+        # the open cost weighs each task when balancing over minPartitions
+        ([1, 1, 1, 1, 1, 1], 1000, 4, 3, [[0, 1], [2, 3], [4, 5]]),
+        ([1, 1, 1, 1, 100], 1000, 0, 2, [[0, 1, 2, 3], [4]]),
+        ([1, 1, 1, 1, 100], 1000, 50, 2, [[0, 1, 2], [3], [4]]),
+        # ... but does not count towards maxBytesPerPartition, which bounds the bytes read
+        ([1, 1, 1, 1, 1, 1], 3, 1000, 1, [[0, 1, 2], [3, 4, 5]]),
         # minPartitions lowers the target to total weight // minPartitions
         ([10, 10, 10, 10], 1000, 0, 2, [[0, 1], [2, 3]]),
         ([10, 10, 10, 10], 1000, 0, 4, [[0], [1], [2], [3]]),
@@ -44,13 +47,15 @@ def contents(groups: list[range]) -> list[list[int]]:
         ([10, 10, 10, 10, 10, 10], 1000, 0, 3, [[0, 1], [2, 3], [4, 5]]),
         # more partitions asked than tasks: one task each
         ([10, 10], 1000, 0, 8, [[0], [1]]),
-        # 1,000 segments of 32 KiB, Spark's defaults: 31 segments (4.03 MiB each) per 128 MiB
+        # 1,000 segments of 32 KiB, the defaults, 2 cores: one partition per core
+        ([32 * KIB] * 1000, 128 * MIB, 4 * MIB, 2, [list(range(500)), list(range(500, 1000))]),
+        # 10,000: at most 128 MiB (4,096 segments) read per partition
         (
-            [32 * KIB] * 1000,
+            [32 * KIB] * 10_000,
             128 * MIB,
             4 * MIB,
             2,
-            [list(range(i, min(i + 31, 1000))) for i in range(0, 1000, 31)],
+            [list(range(4096)), list(range(4096, 8192)), list(range(8192, 10_000))],
         ),
         ([], 128 * MIB, 4 * MIB, 2, []),
     ],
@@ -75,9 +80,12 @@ def test_pack_tasks_meets_min_partitions_and_keeps_order(
     # every task exactly once, in order
     assert [i for g in groups for i in g] == list(range(40))
     assert len(groups) >= min(min_partitions, len(sizes))
-    target = min(128 * MIB, sum(s + open_cost for s in sizes) // min_partitions)
+    target = sum(s + open_cost for s in sizes) // min_partitions
     for g in groups:
         assert len(g) == 1 or sum(sizes[i] + open_cost for i in g) <= target
+    assert contents(pack_tasks(sizes, 2000, open_cost, 1)) == contents(
+        pack_tasks(sizes, 2000, 0, 1)
+    )  # with one partition wanted, only maxBytesPerPartition cuts
 
 
 def test_pack_tasks_halves_heavy_partitions_to_reach_min_partitions() -> None:
@@ -103,8 +111,8 @@ def test_plan_partitions_packs_small_segments_in_offset_order(log_dir: Path) -> 
     assert flat == list(plan.tasks)
     assert 2 <= len(packed) < len(plan.tasks)
     for group in packed:
-        weight = sum(t.segment.size + 4 * KIB for t in group)
-        assert len(group) == 1 or weight <= 64 * KIB
+        read = sum(t.segment.size for t in group)
+        assert len(group) == 1 or read <= 64 * KIB
         for before, after in itertools.pairwise(group):
             if (before.topic, before.partition) == (after.topic, after.partition):
                 assert before.segment.base_offset < after.segment.base_offset

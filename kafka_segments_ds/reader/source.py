@@ -81,6 +81,7 @@ class SegmentSource:
         self._fd: int | None = None
         self._file = None
         self._opened = False  # opened on first use: the read-ahead thread may do it
+        self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
         self._buffers = [bytearray(0), bytearray(0)]
         # row arrays for windows decoded ahead, one set per buffer (see window.predecode)
         self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
@@ -94,7 +95,7 @@ class SegmentSource:
     def _open(self) -> None:
         if self._opened:
             return
-        if isinstance(self._filesystem, pafs.LocalFileSystem):
+        if self.is_local:
             self._fd = os.open(self.path, os.O_RDONLY)
         else:
             self._file = self._filesystem.open_input_file(self.path)

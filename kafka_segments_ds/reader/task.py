@@ -25,6 +25,10 @@ from kafka_segments_ds.reader.window import WindowDecoder
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.scan_task import ScanTask
 
+# Local windows smaller than this are read in the foreground: a thread switch (the GIL) costs
+# more than reading them. Remote ones are always read ahead (a request's latency).
+READ_AHEAD_MIN_BYTES = 1 << 20
+
 
 def read_task(
     task: ScanTask,
@@ -60,6 +64,10 @@ def read_tasks(
                 if following is None or ahead is not None:
                     return
                 ahead = _open(following, options, filesystem)
+                if ahead.source.is_local and following.end - following.start_position < (
+                    READ_AHEAD_MIN_BYTES
+                ):
+                    return  # a small local read: handing it to a thread costs more than it saves
                 ahead.source.prefetch(
                     following.start_position, options.read_chunk_bytes, options.verify_checksums
                 )
