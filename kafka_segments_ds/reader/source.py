@@ -39,7 +39,10 @@ class ScannedWindow:
 
 
 def frame_window(
-    window: np.ndarray, checksums: bool, pool: dict[str, np.ndarray] | None = None
+    window: np.ndarray,
+    checksums: bool,
+    pool: dict[str, np.ndarray] | None = None,
+    max_decompressed: int | None = None,
 ) -> ScannedWindow:
     """Frame ``window``; on the read-ahead thread also checksum it and, given a row ``pool``,
     run the record kernel over it (both release the GIL while the main thread works)."""
@@ -50,7 +53,11 @@ def frame_window(
         if v2.shape[0]:
             ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
             sums = (v2, batch_checksums(window, v2, ends))
-    ahead = predecode(window, positions, magics, pool) if pool is not None else None
+    ahead = (
+        predecode(window, positions, magics, pool, sums if checksums else None, max_decompressed)
+        if pool is not None
+        else None
+    )
     return ScannedWindow(window, positions, magics, int(outcome), int(stop), sums, ahead)
 
 
@@ -86,6 +93,7 @@ class SegmentSource:
         # row arrays for windows decoded ahead, one set per buffer (see window.predecode)
         self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
         self.predecode = False
+        self.max_decompressed: int | None = None  # given: decompress ahead within this bound
         self._current = 0  # the buffer of the window handed out last
         self._pending: tuple[int, int, Future[ScannedWindow]] | None = None
 
@@ -167,7 +175,9 @@ class SegmentSource:
 
     def _scan(self, slot: int, position: int, length: int, checksums: bool) -> ScannedWindow:
         pool = self._row_pools[slot] if self.predecode else None
-        return frame_window(self._fill(slot, position, length), checksums, pool)
+        return frame_window(
+            self._fill(slot, position, length), checksums, pool, self.max_decompressed
+        )
 
     def _settle(self) -> ScannedWindow | None:
         """Wait for a read-ahead in flight (its buffer must be quiet); return its window."""

@@ -96,6 +96,7 @@ def _open(task: ScanTask, options: ReadOptions, filesystem: pafs.FileSystem | No
     shown = kfs.display_path(filesystem, task.segment.path)
     source = SegmentSource(filesystem, task.segment.path, task.segment.size, shown)
     source.predecode = options.deep
+    source.max_decompressed = options.max_decompressed_bytes
     return _Opened(source, shown)
 
 

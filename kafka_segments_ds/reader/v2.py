@@ -21,6 +21,7 @@ import numpy as np
 from kafka_segments_ds.errors import (
     ChecksumError,
     CorruptSegmentError,
+    KafkaSegmentsError,
     UnsupportedFormatError,
 )
 from kafka_segments_ds.options import ReadOptions
@@ -48,6 +49,8 @@ class Predecoded:
     errpos: np.ndarray
     rows: dict[str, np.ndarray]
     row0: np.ndarray
+    arena: bytes = b""  # the decompressed batches, addressed from len(window) on
+    src_start: np.ndarray | None = None  # where each batch's records start (window or arena)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -86,12 +89,15 @@ def decode_v2_run(
     src_start = run.positions + V2_OVERHEAD
     src_end = ends.copy()
     deep = opts.deep
-    if deep and cut:
-        cut = _decompress_batches(opts, window, h, src_start, src_end, parts, cut, errors)
     decoded = None
     fault_error: CorruptSegmentError | None = None
     if deep and cut:
-        decoded = _reuse(predecoded, run.positions, cut)
+        decoded = _reuse(predecoded, run.positions, cut, parts)
+        if decoded is None:
+            cut = _decompress_batches(opts, window, h, src_start, src_end, parts, cut, errors)
+        elif predecoded is not None and predecoded.src_start is not None:
+            src_start = predecoded.src_start
+    if deep and cut:
         if decoded is None:
             decoded = _decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
         cut, fault_error = _first_record_fault(window, decoded, src_start, cut)
@@ -370,13 +376,21 @@ def _first_record_fault(
 
 
 def predecode(
-    window: np.ndarray, positions: np.ndarray, magics: np.ndarray, pool: dict[str, np.ndarray]
+    window: np.ndarray,
+    positions: np.ndarray,
+    magics: np.ndarray,
+    pool: dict[str, np.ndarray],
+    checksums: tuple[np.ndarray, np.ndarray] | None = None,
+    max_decompressed_bytes: int | None = None,
 ) -> Predecoded | None:
-    """Run the record kernel over a window ahead of time (the reader's read-ahead thread).
+    """Decompress a window and run the record kernel over it ahead of time (the reader's
+    read-ahead thread: the codecs and the kernel release the GIL).
 
-    Only for the plain case: every entry an uncompressed magic-2 batch with a plausible
-    header. Anything else returns None and is decoded by :func:`decode_v2_run`, which
-    also makes every check and decides what to keep. ``pool`` holds reusable row arrays.
+    Only for the plain case: every entry a magic-2 batch with a plausible header and, given
+    ``checksums`` (the window's computed CRC-32C, when they are verified), a matching one;
+    compressed batches only given ``max_decompressed_bytes``, and all must decompress within
+    it. Anything else returns None and is decoded by :func:`decode_v2_run`, which also makes
+    every check and decides what to keep. ``pool`` holds reusable row arrays.
     """
     n = positions.shape[0]
     if n == 0 or not (magics == 2).all():
@@ -384,13 +398,47 @@ def predecode(
     h = K.parse_v2_headers(window, positions)
     counts = h[:, K.H_COUNT]
     lengths = h[:, K.H_LENGTH] + 12
+    codecs = h[:, K.H_ATTRIBUTES] & 0x07
     if (
-        (h[:, K.H_ATTRIBUTES] & 0x07).any()
-        or (counts < 0).any()
+        (counts < 0).any()
         or (h[:, K.H_LOD] < 0).any()
-        or (counts > (lengths - V2_OVERHEAD) // 7).any()
+        or (codecs > 4).any()
+        or ((codecs == 0) & (counts > (lengths - V2_OVERHEAD) // 7)).any()
     ):
         return None
+    if checksums is not None:
+        computed = _lookup_checksums(checksums, positions)
+        if computed is None or (computed != h[:, K.H_CRC]).any():
+            return None
+    start = positions + V2_OVERHEAD
+    end = positions + lengths
+    arena = b""
+    compressed = np.flatnonzero(codecs)
+    if compressed.shape[0]:
+        if max_decompressed_bytes is None:
+            return None
+        mv = window.data
+        blobs = []
+        address = window.shape[0]
+        for i, codec, begin, stop, count in zip(
+            compressed.tolist(),
+            codecs[compressed].tolist(),
+            start[compressed].tolist(),
+            end[compressed].tolist(),
+            counts[compressed].tolist(),
+            strict=True,
+        ):
+            try:
+                data = decompress(codec, mv[begin:stop], magic=2, max_bytes=max_decompressed_bytes)
+            except KafkaSegmentsError:
+                return None  # decoded (and reported) in the foreground
+            if count > len(data) // 7:
+                return None
+            blobs.append(data)
+            start[i] = address
+            address += len(data)
+            end[i] = address
+        arena = blobs[0] if len(blobs) == 1 else b"".join(blobs)
     row0 = np.zeros(n, np.int64)
     np.cumsum(counts[:-1], out=row0[1:])
     total = int(row0[-1] + counts[-1])
@@ -402,13 +450,12 @@ def predecode(
         rows[name] = buf[:total]
     status = np.zeros(n, np.int32)
     errpos = np.zeros(n, np.int64)
-    start = positions + V2_OVERHEAD
     K.use_threads(0)  # this runs beside the main thread: keep to one core
     K.decode_v2_records(
         window,
-        np.empty(0, np.uint8),
+        np.frombuffer(arena, np.uint8),
         start,
-        positions + lengths,
+        end,
         counts,
         row0,
         h[:, K.H_BASE_OFFSET],
@@ -428,16 +475,23 @@ def predecode(
         status,
         errpos,
     )
-    return Predecoded(positions, status, errpos, rows, row0)
+    return Predecoded(positions, status, errpos, rows, row0, arena, start)
 
 
-def _reuse(predecoded: Predecoded | None, positions: np.ndarray, cut: int) -> Decoded | None:
-    """The read-ahead's kernel output for batches [0, cut), if it decoded exactly these."""
+def _reuse(
+    predecoded: Predecoded | None, positions: np.ndarray, cut: int, parts: Parts
+) -> Decoded | None:
+    """The read-ahead's kernel output for batches [0, cut), if it decoded exactly these (and,
+    for decompressed batches, the window's arena is still empty: it then takes theirs)."""
     if predecoded is None:
         return None
     n = positions.shape[0]
     if n > predecoded.positions.shape[0] or not (predecoded.positions[:n] == positions).all():
         return None
+    if predecoded.arena:
+        if parts.arena_base != parts.window_size:
+            return None
+        parts.to_arena(predecoded.arena)
     return (
         predecoded.status[:cut],
         predecoded.errpos[:cut],
