@@ -136,6 +136,9 @@ class SegmentScanPartition(InputPartition):
         object.__setattr__(self, "value", len(tasks))
 
 
+SPARK_BATCH_ROWS = 32_768  # small segments' batches are joined up to this many rows
+
+
 class KafkaSegmentsReader(DataSourceReader):
     """Plans scan tasks and packs them into input partitions on the driver; streams Arrow
     batches on executors."""
@@ -157,9 +160,10 @@ class KafkaSegmentsReader(DataSourceReader):
         return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from kafka_segments_ds.reader import read_tasks
+        from kafka_segments_ds.reader import coalesce, read_tasks
 
-        return read_tasks(partition.tasks, self.options, self.columns)  # type: ignore[attr-defined]
+        batches = read_tasks(partition.tasks, self.options, self.columns)  # type: ignore[attr-defined]
+        return coalesce(batches, SPARK_BATCH_ROWS)
 
 
 def default_parallelism() -> int:

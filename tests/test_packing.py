@@ -14,7 +14,7 @@ import kafka_segments_ds as ksd
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import pack_tasks, plan_partitions, plan_scan
-from kafka_segments_ds.reader import read_task, read_tasks
+from kafka_segments_ds.reader import coalesce, read_task, read_tasks
 from kafka_segments_ds.samples import write_sample_log_dir
 
 KIB = 1024
@@ -178,3 +178,18 @@ def test_input_partition_pickles_small(log_dir: Path) -> None:
     assert back.tasks == partitions[0].tasks
     rows = [b for p in partitions for b in reader.read(p)]
     assert sum(b.num_rows for b in rows) == ksd.read_table(str(log_dir)).num_rows
+
+
+def test_coalesce_joins_runs_of_small_batches() -> None:
+    def batch(first: int, n: int) -> pa.RecordBatch:
+        return pa.record_batch([pa.array(range(first, first + n), pa.int64())], names=["offset"])
+
+    sizes = [100, 100, 5000, 100, 60, 60, 100, 10]
+    batches, first = [], 0
+    for n in sizes:
+        batches.append(batch(first, n))
+        first += n
+    out = list(coalesce(iter(batches), 250))
+    assert [b.num_rows for b in out] == [200, 5000, 320, 10]
+    assert pa.Table.from_batches(out).column("offset").to_pylist() == list(range(first))
+    assert list(coalesce(iter([]), 250)) == []

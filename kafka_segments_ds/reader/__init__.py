@@ -14,6 +14,6 @@ Modules, top down:
 * :mod:`~kafka_segments_ds.reader.rows`: the values those share.
 """
 
-from kafka_segments_ds.reader.task import read_task, read_tasks
+from kafka_segments_ds.reader.task import coalesce, read_task, read_tasks
 
-__all__ = ["read_task", "read_tasks"]
+__all__ = ["coalesce", "read_task", "read_tasks"]
