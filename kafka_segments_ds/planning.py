@@ -404,8 +404,10 @@ def pack_tasks(
     partition's task indices.
 
     Much as Spark packs files: each task weighs its size plus ``open_cost`` (what opening one
-    costs, in bytes), and a partition takes tasks while its weight stays within
-    ``total weight // min_partitions`` and the bytes it reads within ``max_bytes``; a task
+    costs, in bytes), and a partition takes tasks while its weight stays within the total
+    weight over the partitions wanted (``min_partitions``, or as many as ``max_bytes`` needs
+    rounded up to a multiple of ``min_partitions``) and the bytes it reads within
+    ``max_bytes``; a task
     beyond either alone makes a partition. Unlike Spark, the open cost does not count towards
     ``max_bytes``: a Python data source's Spark task costs tens of milliseconds (tens of small
     segments' worth of reading), far more than a JVM file task, so small segments are packed
@@ -416,7 +418,12 @@ def pack_tasks(
     the heaviest partitions of several tasks are halved.
     """
     weights = [size + open_cost for size in sizes]
-    target = max(1, sum(weights) // max(1, min_partitions))
+    min_partitions = max(1, min_partitions)
+    # as many partitions as maxBytesPerPartition needs, rounded up to a multiple of the
+    # parallelism (3 partitions on 2 cores take as long as 4)
+    wanted = max(min_partitions, -(-sum(sizes) // max(1, max_bytes)))
+    wanted = -(-wanted // min_partitions) * min_partitions
+    target = max(1, sum(weights) // wanted)
     groups: list[range] = []
     start = 0
     weight = read = 0

@@ -49,13 +49,14 @@ def contents(groups: list[range]) -> list[list[int]]:
         ([10, 10], 1000, 0, 8, [[0], [1]]),
         # 1,000 segments of 32 KiB, the defaults, 2 cores: one partition per core
         ([32 * KIB] * 1000, 128 * MIB, 4 * MIB, 2, [list(range(500)), list(range(500, 1000))]),
-        # 10,000: at most 128 MiB (4,096 segments) read per partition
+        # 10,000: at most 128 MiB (4,096 segments) read per partition, so 3 partitions, made
+        # 4 (a multiple of the parallelism) of 2,500
         (
             [32 * KIB] * 10_000,
             128 * MIB,
             4 * MIB,
             2,
-            [list(range(4096)), list(range(4096, 8192)), list(range(8192, 10_000))],
+            [list(range(i, i + 2500)) for i in range(0, 10_000, 2500)],
         ),
         ([], 128 * MIB, 4 * MIB, 2, []),
     ],
@@ -83,9 +84,13 @@ def test_pack_tasks_meets_min_partitions_and_keeps_order(
     target = sum(s + open_cost for s in sizes) // min_partitions
     for g in groups:
         assert len(g) == 1 or sum(sizes[i] + open_cost for i in g) <= target
-    assert contents(pack_tasks(sizes, 2000, open_cost, 1)) == contents(
-        pack_tasks(sizes, 2000, 0, 1)
-    )  # with one partition wanted, only maxBytesPerPartition cuts
+    capped = pack_tasks(sizes, 2000, open_cost, min_partitions)
+    assert [i for g in capped for i in g] == list(range(40))
+    assert all(len(g) == 1 or sum(sizes[i] for i in g) <= 2000 for g in capped)
+    # partitions come in multiples of the parallelism when maxBytesPerPartition sets the count
+    needed = -(-sum(sizes) // 2000)
+    if needed > min_partitions and min_partitions < len(sizes):
+        assert len(capped) >= -(-needed // min_partitions) * min_partitions
 
 
 def test_pack_tasks_halves_heavy_partitions_to_reach_min_partitions() -> None:
