@@ -82,7 +82,7 @@ def iter_batches(
     """
     from kafka_segments_ds.options import parse_read_options
     from kafka_segments_ds.planning import plan_scan
-    from kafka_segments_ds.reader import read_task
+    from kafka_segments_ds.reader import read_task, read_tasks
     from kafka_segments_ds.schema import check_columns, default_columns
 
     opts = parse_read_options(options)
@@ -93,9 +93,8 @@ def iter_batches(
     )
     # one sequential reader: split segments only when the caller asked for it
     split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
-    plan = plan_scan(path, opts, split=split)
-    for task in plan.tasks:
-        yield from read_task(task, opts, cols)
+    plan = plan_scan(path, opts, split=split, read_records=read_task)
+    yield from read_tasks(plan.tasks, opts, cols)
 
 
 def read_table(

@@ -1,10 +1,17 @@
-"""Spark glue: the ``kafkasegments`` Python data source. The only module importing pyspark."""
+"""Spark glue: the ``kafkasegments`` Python data source. The only module importing pyspark.
+
+Spark imports this module (through ``pyspark_kafkasegments``) at every data source lookup, so
+the read and write machinery (planning, reader, writer: numpy kernels) is imported only where
+a method needs it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -22,13 +29,11 @@ from pyspark.sql.types import StructType
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.options import ReadOptions, parse_read_options
-from kafka_segments_ds.planning import plan_scan
-from kafka_segments_ds.reader import ScanTask, read_task
 from kafka_segments_ds.schema import check_columns, default_columns, spark_ddl
-from kafka_segments_ds.writer.columns import check_write_schema
-from kafka_segments_ds.writer.commit import abort_job, commit_job, prepare_job
-from kafka_segments_ds.writer.options import parse_write_options
-from kafka_segments_ds.writer.task import JobSpec, TaskResult, TaskWriter
+
+if TYPE_CHECKING:
+    from kafka_segments_ds.scan_task import ScanTask
+    from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
 
 class KafkaSegmentsDataSource(DataSource):
@@ -51,8 +56,17 @@ class KafkaSegmentsDataSource(DataSource):
     ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``isolationLevel``
     (read_uncommitted | read_committed), ``includeHeaders``, ``includeMetadata``, ``mode``
     (FAILFAST | DROPMALFORMED), ``verifyChecksums``, ``failOnDataLoss``,
-    ``maxDecompressedBytes``, ``maxBatchBytes``, ``readChunkBytes``, ``maxBytesPerPartition``
-    (default 128 MiB), ``minPartitions``, and ``fs.*`` storage settings.
+    ``maxDecompressedBytes``, ``maxBatchBytes``, ``readChunkBytes``, and ``fs.*`` storage
+    settings.
+
+    Input partitions are packed much as Spark packs files: segments (and byte ranges of large
+    segments, cut at ``.index`` positions) are taken in (topic, partition, offset) order into
+    partitions reading at most ``maxBytesPerPartition`` (default 128 MiB), balanced over at
+    least ``minPartitions`` partitions (default: Spark's default parallelism, or the cores of
+    the machine planning the read) with each segment weighing its size plus
+    ``openCostInBytes`` (default 4 MiB, as ``spark.sql.files.openCostInBytes``). A Python data
+    source's Spark task costs tens of milliseconds, so the open cost only balances partitions
+    and does not count towards ``maxBytesPerPartition``: many small segments make few tasks.
 
     The reader does not implement ``pushFilters`` (so it works whatever
     ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp
@@ -101,6 +115,10 @@ class KafkaSegmentsDataSource(DataSource):
                 'give one target log dir: df.write.format("kafkasegments").mode("append")'
                 '.save("/path/to/kafka-logs")'
             )
+        from kafka_segments_ds.writer.columns import check_write_schema
+        from kafka_segments_ds.writer.commit import prepare_job
+        from kafka_segments_ds.writer.options import parse_write_options
+
         check_write_schema(to_arrow_schema(schema, timezone="UTC"))
         job, filesystem = prepare_job(paths[0], parse_write_options(options), overwrite)
         return KafkaSegmentsWriter(job, filesystem)
@@ -108,17 +126,22 @@ class KafkaSegmentsDataSource(DataSource):
 
 @dataclass(frozen=True)
 class SegmentScanPartition(InputPartition):
-    """One scan task; ``None`` for the single empty partition of an empty result."""
+    """The scan tasks of one Spark task, read in turn (none: the one empty partition of an
+    empty result)."""
 
-    task: ScanTask | None
+    tasks: tuple[ScanTask, ...]
 
-    def __init__(self, task: ScanTask | None) -> None:  # InputPartition wants a value
-        object.__setattr__(self, "task", task)
-        object.__setattr__(self, "value", task)
+    def __init__(self, tasks: tuple[ScanTask, ...]) -> None:  # InputPartition wants a value
+        object.__setattr__(self, "tasks", tasks)
+        object.__setattr__(self, "value", len(tasks))
+
+
+SPARK_BATCH_ROWS = 32_768  # small segments' batches are joined up to this many rows
 
 
 class KafkaSegmentsReader(DataSourceReader):
-    """Plans scan tasks on the driver; streams Arrow batches on executors."""
+    """Plans scan tasks and packs them into input partitions on the driver; streams Arrow
+    batches on executors."""
 
     def __init__(self, paths: list[str], options: ReadOptions, columns: tuple[str, ...]):
         self.paths = paths
@@ -126,16 +149,35 @@ class KafkaSegmentsReader(DataSourceReader):
         self.columns = columns
 
     def partitions(self) -> Sequence[InputPartition]:
-        plan = plan_scan(self.paths, self.options)
-        if not plan.tasks:
-            return [SegmentScanPartition(None)]
-        return [SegmentScanPartition(t) for t in plan.tasks]
+        from kafka_segments_ds.planning import plan_partitions, plan_scan
+        from kafka_segments_ds.reader import read_task
+
+        plan = plan_scan(self.paths, self.options, split=False, read_records=read_task)
+        min_partitions = self.options.min_partitions or default_parallelism()
+        packed = plan_partitions(plan.tasks, self.options, min_partitions)
+        if not packed:
+            return [SegmentScanPartition(())]
+        return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        task = partition.task  # type: ignore[attr-defined]
-        if task is None:
-            return iter(())
-        return read_task(task, self.options, self.columns)
+        from kafka_segments_ds.reader import coalesce, read_tasks
+
+        batches = read_tasks(partition.tasks, self.options, self.columns)  # type: ignore[attr-defined]
+        return coalesce(batches, SPARK_BATCH_ROWS)
+
+
+def default_parallelism() -> int:
+    """Spark's default parallelism where this process knows it (a driver), else its cores.
+
+    Spark plans a Python data source's partitions in a Python worker with no SparkContext; on
+    the driver's machine, its cores are what local mode runs on.
+    """
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        return int(context.defaultParallelism)
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -155,6 +197,8 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = TaskContext.get()
         task_id = context.partitionId() if context is not None else 0
+        from kafka_segments_ds.writer.task import TaskWriter
+
         writer = TaskWriter(self.job, task_id, self.filesystem)
         try:
             for batch in iterator:
@@ -166,7 +210,11 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         results = [m.result for m in messages if isinstance(m, TaskCommit)]
+        from kafka_segments_ds.writer.commit import commit_job
+
         commit_job(self.job, results, self.filesystem)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        from kafka_segments_ds.writer.commit import abort_job
+
         abort_job(self.job, self.filesystem)

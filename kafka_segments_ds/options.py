@@ -17,6 +17,8 @@ from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 EARLIEST = -2
 LATEST = -1
 DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
+DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
 
 # option name (lower case) -> canonical spelling, for messages
 READ_OPTIONS = {
@@ -44,6 +46,7 @@ READ_OPTIONS = {
         "readChunkBytes",
         "maxBytesPerPartition",
         "minPartitions",
+        "openCostInBytes",
     )
 }
 # passed through to storage / Spark and not ours to validate
@@ -76,8 +79,10 @@ class ReadOptions:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     max_batch_bytes: int = 2**31 - 1
     read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
-    max_bytes_per_partition: int = 128 * 1024 * 1024
-    min_partitions: int | None = None
+    # packing scan tasks into input partitions (planning.pack_tasks)
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    min_partitions: int | None = None  # None: the engine's parallelism (read_table: no split)
+    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES  # what opening a segment weighs, in bytes
     storage: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -259,6 +264,7 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         ("readchunkbytes", "read_chunk_bytes", 4096),
         ("maxbytesperpartition", "max_bytes_per_partition", 1),
         ("minpartitions", "min_partitions", 1),
+        ("opencostinbytes", "open_cost_bytes", 0),
     ):
         if (v := get(key)) is not None:
             fields[attr] = _int(READ_OPTIONS[key], v, minimum)

@@ -1,16 +1,20 @@
 """Options + discovered segments -> ScanTasks.
 
-Planning touches directory listings and index files; it reads ``.log`` bytes only to resolve
-timestamps to offsets (Kafka's offsets-for-times lookup) and, for read_committed without
-``.txnindex`` files, to find the transaction markers.
+Planning touches directory listings and index files; it reads ``.log`` bytes only to check the
+entries at index positions, to resolve timestamps to offsets (Kafka's offsets-for-times
+lookup) and, for read_committed without ``.txnindex`` files, to find the transaction markers.
+
+Planning sits below the reader: resolving a timestamp decodes records, which it does through
+the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.reader.read_task`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -23,11 +27,11 @@ from kafka_segments_ds.errors import (
     DataLossError,
     InvalidOptionError,
 )
+from kafka_segments_ds.journal import check_readable
 from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
-from kafka_segments_ds.reader import ScanTask, iter_v2_headers, read_task
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import has_valid_checksum
+from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
 from kafka_segments_ds.records.compression import decompress
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
@@ -35,9 +39,17 @@ from kafka_segments_ds.records.v2 import (
     decode_batch_header,
     iter_records,
 )
-from kafka_segments_ds.writer.commit import check_readable
+from kafka_segments_ds.scan_task import ScanTask
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 OPEN_TRANSACTION_END = 2**63 - 1
+
+RecordReader = Callable[
+    [ScanTask, ReadOptions, tuple[str, ...], "pafs.FileSystem | None"], "Iterator[pa.RecordBatch]"
+]
+"""``read_records(task, options, columns, filesystem)``: the reader executing a ScanTask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +78,14 @@ def plan_scan(
     filesystem: pafs.FileSystem | None = None,
     pruning: Pruning | None = None,
     split: bool = True,
+    *,
+    read_records: RecordReader | None = None,
 ) -> Plan:
     """Discover the segments under ``path`` and cut them into ScanTasks for ``options``.
 
     With ``split``, large segments are cut into byte ranges (``maxBytesPerPartition``,
     ``minPartitions``) for parallel readers; a sequential reader does not need it.
+    ``read_records`` decodes records where a timestamp option has to be resolved to an offset.
     """
     pruning = pruning or Pruning()
     paths = (
@@ -116,7 +131,7 @@ def plan_scan(
         )
         assert filesystem is not None
         if start_ts is not None and start_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, start_ts, options)
+            found = offset_for_timestamp(filesystem, part, start_ts, options, read_records)
             if found is None:
                 if options.starting_by_timestamp_strategy == "error":
                     raise InvalidOptionError(
@@ -128,7 +143,7 @@ def plan_scan(
         elif start_ts == LATEST:
             continue
         if end_ts is not None and end_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, end_ts, options)
+            found = offset_for_timestamp(filesystem, part, end_ts, options, read_records)
             end = found if found is not None else LATEST
         elif end_ts == EARLIEST:
             continue
@@ -249,7 +264,11 @@ def _segment_tasks(
                     entry = _entry_head(filesystem, seg, next_base, end_position)
                     # every offset at or after the end position must be >= end_offset: only a
                     # batch's base offset (or a plain message's offset) says so
-                    if entry is None or entry[1] < end_offset or (entry[0] < 2 and entry[2]):
+                    if (
+                        entry is None
+                        or entry.offset < end_offset
+                        or (entry.magic < 2 and entry.codec)
+                    ):
                         end_position = None
         if min_timestamp is not None:
             start_position = max(
@@ -280,32 +299,28 @@ def _segment_tasks(
 
 # Entries up to this size are checksummed before an index position is trusted.
 VERIFY_ENTRY_BYTES = 64 * 1024 * 1024
+HOP_WINDOW_BYTES = 4 * 1024 * 1024  # reads of the entry walk that splits a segment without index
 
 
 def _entry_head(
     filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, position: int | None
-) -> tuple[int, int, int] | None:
-    """``(magic, offset field, codec)`` of the entry at ``position`` if one starts there: whole,
-    checksum valid, offsets inside the segment. Index files are not checksummed, so every
-    position taken from one is checked like this before a read starts or ends there."""
+) -> EntryHead | None:
+    """The entry at ``position`` if one starts there: whole, checksum valid, offsets inside the
+    segment. Index files are not checksummed, so every position taken from one is checked like
+    this before a read starts or ends there."""
     if position is None:
         return None
-    head = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 61), np.uint8)
-    if head.shape[0] < 17:
+    entry = probe_entry(_reads(filesystem, seg), position, seg.size, check_limit=VERIFY_ENTRY_BYTES)
+    if entry is None:
         return None
-    offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
-    size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
-    magic = int(head[16])
-    if magic > 2 or size < (49 if magic == 2 else 14) or position + 12 + size > seg.size:
+    if not (seg.base_offset <= entry.offset and (next_base is None or entry.offset < next_base)):
         return None
-    if not (seg.base_offset <= offset and (next_base is None or offset < next_base)):
-        return None
-    if size + 12 <= VERIFY_ENTRY_BYTES:
-        entry = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 12 + size), np.uint8)
-        if not has_valid_checksum(entry):
-            return None
-    codec = int(head[22 if magic == 2 else 17]) & 0x07
-    return magic, offset, codec
+    return entry
+
+
+def _reads(filesystem: pafs.FileSystem, seg: SegmentRef) -> Read:
+    """Ranged reads of the segment's ``.log``."""
+    return lambda position, length: kfs.read_range(filesystem, seg.path, position, length)
 
 
 def _verified_start(
@@ -322,19 +337,23 @@ def _verified_start(
     if position == 0:
         return 0
     entry = _entry_head(filesystem, seg, next_base, position)
-    return position if entry is not None and entry[1] <= target else 0
+    return position if entry is not None and entry.offset <= target else 0
 
 
 def split_tasks(
-    filesystem: pafs.FileSystem, tasks: list[ScanTask], options: ReadOptions
+    filesystem: pafs.FileSystem,
+    tasks: Sequence[ScanTask],
+    options: ReadOptions,
+    min_partitions: int | None = None,
 ) -> list[ScanTask]:
     """Cut tasks into byte ranges of at most ``maxBytesPerPartition`` (and into at least
-    ``minPartitions`` tasks when the data allows), at entry starts taken from the ``.index``
-    or, without a usable index, found by hopping entry headers."""
+    ``min_partitions`` tasks, default ``minPartitions``, when the data allows), at entry starts
+    taken from the ``.index`` or, without a usable index, found by walking the entries."""
+    min_partitions = options.min_partitions if min_partitions is None else min_partitions
     total = sum(_task_end(t) - t.start_position for t in tasks)
     limit = options.max_bytes_per_partition
-    if options.min_partitions and total:
-        limit = min(limit, max(1, -(-total // options.min_partitions)))
+    if min_partitions and total:
+        limit = min(limit, max(1, -(-total // min_partitions)))
     out: list[ScanTask] = []
     for task in tasks:
         end = _task_end(task)
@@ -356,6 +375,79 @@ def split_tasks(
             for a, b in zip(starts, ends, strict=True)
         )
     return out
+
+
+def plan_partitions(
+    tasks: Sequence[ScanTask], options: ReadOptions, min_partitions: int
+) -> list[tuple[ScanTask, ...]]:
+    """Input partitions for parallel readers: large tasks split (:func:`split_tasks`), then all
+    of them bin-packed in order (:func:`pack_tasks`). ``min_partitions``: ``minPartitions``
+    if given, else the engine's parallelism."""
+    if not tasks:
+        return []
+    filesystem = tasks[0].filesystem
+    assert filesystem is not None
+    pieces = split_tasks(filesystem, tasks, options, min_partitions)
+    groups = pack_tasks(
+        [_task_end(t) - t.start_position for t in pieces],
+        options.max_bytes_per_partition,
+        options.open_cost_bytes,
+        min_partitions,
+    )
+    return [tuple(pieces[i] for i in group) for group in groups]
+
+
+def pack_tasks(
+    sizes: Sequence[int], max_bytes: int, open_cost: int, min_partitions: int
+) -> list[range]:
+    """Bin-pack tasks of ``sizes`` bytes, in their order, into input partitions; returns each
+    partition's task indices.
+
+    Much as Spark packs files: each task weighs its size plus ``open_cost`` (what opening one
+    costs, in bytes), and a partition takes tasks while its weight stays within the total
+    weight over the partitions wanted (``min_partitions``, or as many as ``max_bytes`` needs
+    rounded up to a multiple of ``min_partitions``) and the bytes it reads within
+    ``max_bytes``; a task
+    beyond either alone makes a partition. Unlike Spark, the open cost does not count towards
+    ``max_bytes``: a Python data source's Spark task costs tens of milliseconds (tens of small
+    segments' worth of reading), far more than a JVM file task, so small segments are packed
+    into as few partitions as the parallelism allows rather than into many of 128 MiB of open
+    costs. Tasks are taken in order (the plan's topic, partition, offset order), so the tasks of
+    a Kafka partition stay in offset order within an input partition. There are at least
+    ``min(min_partitions, len(sizes))`` partitions: when tasks beyond the limits leave too few,
+    the heaviest partitions of several tasks are halved.
+    """
+    weights = [size + open_cost for size in sizes]
+    min_partitions = max(1, min_partitions)
+    # as many partitions as maxBytesPerPartition needs, rounded up to a multiple of the
+    # parallelism (3 partitions on 2 cores take as long as 4)
+    wanted = max(min_partitions, -(-sum(sizes) // max(1, max_bytes)))
+    wanted = -(-wanted // min_partitions) * min_partitions
+    target = max(1, sum(weights) // wanted)
+    groups: list[range] = []
+    start = 0
+    weight = read = 0
+    for i, (size, w) in enumerate(zip(sizes, weights, strict=True)):
+        if i > start and (weight + w > target or read + size > max_bytes):
+            groups.append(range(start, i))
+            start, weight, read = i, 0, 0
+        weight += w
+        read += size
+    if weights:
+        groups.append(range(start, len(weights)))
+    while len(groups) < min(min_partitions, len(weights)):
+        at = max(
+            (j for j, g in enumerate(groups) if len(g) > 1),
+            key=lambda j: sum(weights[i] for i in groups[j]),
+        )
+        group = groups[at]
+        half = sum(weights[i] for i in group) / 2
+        cut, weight = group.start + 1, weights[group.start]
+        while cut < group.stop - 1 and weight + weights[cut] <= half:
+            weight += weights[cut]
+            cut += 1
+        groups[at : at + 1] = [range(group.start, cut), range(cut, group.stop)]
+    return groups
 
 
 def _index_cuts(
@@ -400,21 +492,38 @@ def _cut_points(starts: np.ndarray, start: int, end: int, limit: int) -> list[in
 
 
 def _hop_starts(filesystem: pafs.FileSystem, seg: SegmentRef, start: int, end: int) -> np.ndarray:
-    """Entry starts found by reading only each entry's 12-byte offset/size prefix."""
-    found = []
-    position = start
-    with filesystem.open_input_file(seg.path) as f:
-        while position < end:
-            head = f.read_at(12, position)
-            if len(head) < 12:
-                break
-            size = int.from_bytes(head[8:12], "big", signed=True)
-            if size < 14:
-                break  # damage or a zero tail: the reader deals with it
-            position += 12 + size
-            if position < end:
-                found.append(position)
-    return np.asarray(found, np.int64)
+    """Entry starts after ``start`` and before ``end``, found by walking the entry framing."""
+    found = [
+        walked.base + walked.positions
+        for walked in walk_entries(
+            _reads(filesystem, seg), start, end, HOP_WINDOW_BYTES, file_size=seg.size
+        )
+    ]
+    starts = np.concatenate(found) if found else np.empty(0, np.int64)
+    return starts[(starts > start) & (starts < end)]
+
+
+def _iter_v2_headers(
+    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
+) -> Iterator[tuple[int, np.ndarray, Callable[[], bytes]]]:
+    """Hop the entries of a segment without decoding records.
+
+    Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
+    fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
+    batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
+    """
+    read = _reads(filesystem, segment)
+    for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
+        v2 = walked.positions[walked.magics == 2]
+        headers = K.parse_v2_headers(walked.window, v2)
+        for i in range(v2.shape[0]):
+            absolute = walked.base + int(v2[i])
+            length = int(headers[i, K.H_LENGTH]) + 12
+
+            def read_entry(absolute: int = absolute, length: int = length) -> bytes:
+                return bytes(read(absolute, length))
+
+            yield absolute, headers[i], read_entry
 
 
 def _position_before_time(
@@ -438,13 +547,19 @@ def _position_before_time(
 
 
 def offset_for_timestamp(
-    filesystem: pafs.FileSystem, part: PartitionLog, target: int, options: ReadOptions
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    target: int,
+    options: ReadOptions,
+    read_records: RecordReader | None,
 ) -> int | None:
     """Earliest offset whose record timestamp is >= ``target`` (Kafka's offsetsForTimes).
 
     Like the broker's lookup, it walks every record in offset order, control records and
     aborted transactions included, whatever the read's iteration and isolation.
     """
+    if read_records is None:
+        raise TypeError("plan_scan(read_records=...) is needed to resolve timestamps to offsets")
     options = replace(options, iteration="deep", read_committed=False)
     segs = part.segments
     for i, seg in enumerate(segs):
@@ -470,7 +585,7 @@ def offset_for_timestamp(
             next_base_offset=next_base,
             include_control=True,
         )
-        for arrow_batch in read_task(task, options, ("offset", "timestamp"), filesystem):
+        for arrow_batch in read_records(task, options, ("offset", "timestamp"), filesystem):
             ts = arrow_batch.column(1).cast("int64").to_numpy(zero_copy_only=False)
             valid = arrow_batch.column(1).is_valid().to_numpy(zero_copy_only=False)
             hits = np.nonzero(valid & (ts >= target * 1000))[0]
@@ -512,7 +627,7 @@ def _open_transactions(
     """Walk batch headers; yield aborted spans (and spans still open at the end of the log)."""
     open_first: dict[int, int] = {}
     for seg in part.segments:
-        for position, header, read_marker in iter_v2_headers(filesystem, seg, options):
+        for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
             pid = int(header[K.H_PRODUCER_ID])
             attrs = int(header[K.H_ATTRIBUTES])
             if not attrs & 0x10:

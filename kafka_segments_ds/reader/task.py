@@ -1,0 +1,243 @@
+"""The task loop: execute ScanTasks in turn, window by window, into Arrow record batches.
+
+The range is read in windows of ``readChunkBytes`` aligned to entry boundaries, so memory stays
+bounded whatever the segment size. Each window is framed (on the read-ahead thread when it was
+read ahead), decoded by the :class:`~kafka_segments_ds.reader.window.WindowDecoder`, and the
+first bad entry in it, if any, goes to the :class:`~kafka_segments_ds.reader.damage.DamagePolicy`,
+which raises or says where to go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from kafka_segments_ds import fs as kfs
+from kafka_segments_ds.errors import LimitExceededError
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.reader.damage import DamagePolicy, be_int
+from kafka_segments_ds.reader.rows import TaskBounds
+from kafka_segments_ds.reader.source import SegmentSource
+from kafka_segments_ds.reader.window import WindowDecoder
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.scan_task import ScanTask
+
+# Local windows smaller than this are read in the foreground: a thread switch (the GIL) costs
+# more than reading them. Remote ones are always read ahead (a request's latency).
+READ_AHEAD_MIN_BYTES = 1 << 20
+
+
+def read_task(
+    task: ScanTask,
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    filesystem: pafs.FileSystem | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Decode ``task`` into Arrow record batches with exactly ``columns``."""
+    return read_tasks((task,), options, columns, filesystem)
+
+
+def coalesce(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` with runs of small ones (small segments make one each) joined into batches
+    of about ``rows`` rows: an engine pays per batch (Spark: a few hundred microseconds)."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows >= rows:
+            if held:
+                yield _joined(held)
+                held, count = [], 0
+            yield batch
+            continue
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield _joined(held)
+            held, count = [], 0
+    if held:
+        yield _joined(held)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def read_tasks(
+    tasks: Sequence[ScanTask],
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    filesystem: pafs.FileSystem | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Decode ``tasks`` in turn (an input partition) into Arrow record batches.
+
+    The read-ahead does not stop at a task's end: while the last window of one task is
+    decoded, the next task's segment is opened and its first window read (and framed,
+    checksummed, decoded when plain) on the read-ahead thread.
+    """
+    ahead: _Opened | None = None  # the next task's source, opened ahead
+    try:
+        for i, task in enumerate(tasks):
+            current = ahead if ahead is not None else _open(task, options, filesystem)
+            ahead = None
+            following = tasks[i + 1] if i + 1 < len(tasks) else None
+
+            def read_ahead(following: ScanTask | None = following) -> None:
+                nonlocal ahead
+                if following is None or ahead is not None:
+                    return
+                ahead = _open(following, options, filesystem)
+                if ahead.source.is_local and following.end - following.start_position < (
+                    READ_AHEAD_MIN_BYTES
+                ):
+                    return  # a small local read: handing it to a thread costs more than it saves
+                ahead.source.prefetch(
+                    following.start_position, options.read_chunk_bytes, options.verify_checksums
+                )
+
+            try:
+                reader = _TaskReader(task, options, columns, current.source, current.shown)
+                yield from reader.run(read_ahead)
+            finally:
+                current.source.close()
+    finally:
+        if ahead is not None:
+            ahead.source.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    source: SegmentSource
+    shown: str  # the segment's path in messages and the `segment` column
+
+
+def _open(task: ScanTask, options: ReadOptions, filesystem: pafs.FileSystem | None) -> _Opened:
+    if filesystem is None:
+        filesystem = task.filesystem
+    if filesystem is None:
+        filesystem, _ = kfs.resolve(task.segment.path, options.storage_options())
+    shown = kfs.display_path(filesystem, task.segment.path)
+    source = SegmentSource(filesystem, task.segment.path, task.segment.size, shown)
+    source.predecode = options.deep
+    source.max_decompressed = options.max_decompressed_bytes
+    return _Opened(source, shown)
+
+
+class _TaskReader:
+    def __init__(
+        self,
+        task: ScanTask,
+        options: ReadOptions,
+        columns: tuple[str, ...],
+        source: SegmentSource,
+        shown: str,
+    ) -> None:
+        self.task = task
+        self.options = options
+        self.source = source
+        self.file_end = source.size
+        self.range_end = (
+            source.size if task.end_position is None else min(task.end_position, source.size)
+        )
+        self.decoder = WindowDecoder(
+            options,
+            TaskBounds(
+                task.topic,
+                task.partition,
+                shown,
+                task.start_offset,
+                task.end_offset,
+                task.min_max_timestamp,
+                task.aborted,
+                task.segment.base_offset,
+                task.next_base_offset,
+                task.include_control,
+            ),
+            columns,
+        )
+        self.damage = DamagePolicy(
+            task, options, source, shown, self.range_end, lambda: self.decoder.last_offset
+        )
+
+    # -- window loop -------------------------------------------------------------------------
+
+    def run(self, read_ahead: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
+        """The task's batches. ``read_ahead`` is called once the read-ahead thread has no more
+        windows of this task to read (to start on the next task's)."""
+        pos = self.task.start_position
+        chunk = self.options.read_chunk_bytes
+        want = chunk
+        while pos < self.range_end:
+            scanned = self.source.scan_window(pos, want)
+            window, positions, magics = scanned.window, scanned.positions, scanned.magics
+            outcome, stop = scanned.outcome, scanned.stop
+            # entries must start inside the task's range
+            keep = positions + pos < self.range_end
+            reaches_end = not keep.all()
+            if reaches_end:
+                positions, magics = positions[keep], magics[keep]
+            next_pos = pos + stop
+            if (
+                (outcome == K.FRAMING_END or (outcome == K.FRAMING_PARTIAL and stop > 0))
+                and not reaches_end
+                and next_pos < self.range_end
+            ):
+                # the usual next window
+                self.source.prefetch(next_pos, chunk, self.options.verify_checksums)
+            elif read_ahead is not None and (reaches_end or next_pos >= self.range_end):
+                read_ahead()  # this window ends the task: on to the next task's first one
+            if positions.shape[0]:
+                batch, fault = self.decoder.decode(
+                    window, pos, positions, magics, scanned.checksums, scanned.predecoded
+                )
+                if batch is not None and batch.num_rows:
+                    yield batch
+                if fault is not None:  # raises in FAILFAST mode
+                    rel = fault.position - pos
+                    size = be_int(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
+                    seen = window[rel : rel + 12 + max(size, 0)].tobytes()
+                    resume = self.damage.fail(fault.error, fault.position, fault.offset, seen)
+                    if resume is None:
+                        break
+                    pos, want = resume, chunk
+                    continue
+            if reaches_end or self.decoder.reached_end:
+                break
+            if next_pos >= self.range_end:
+                break
+            if outcome == K.FRAMING_END:
+                pos, want = next_pos, chunk
+            elif outcome == K.FRAMING_PARTIAL:
+                header = self.source.read(next_pos, 12)
+                size = be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
+                entry_len = 12 + size
+                if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
+                    if entry_len > self.options.max_batch_bytes:
+                        resume = self.damage.fail(
+                            LimitExceededError(
+                                f"entry of {entry_len} bytes exceeds maxBatchBytes "
+                                f"{self.options.max_batch_bytes}"
+                            ),
+                            next_pos,
+                        )
+                        if resume is None:
+                            break
+                        pos, want = resume, chunk
+                        continue
+                    pos, want = next_pos, max(chunk, entry_len)
+                    continue
+                resume = self.damage.past_eof(next_pos)
+                if resume is None:
+                    break
+                pos, want = resume, chunk
+            else:
+                resume = self.damage.bad_framing(
+                    next_pos, outcome, window[stop : stop + 17].tobytes()
+                )
+                if resume is None:
+                    break
+                pos, want = resume, chunk
