@@ -132,7 +132,6 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
 
 # numpy is not listed: pyspark and pyarrow import it anyway
 HEAVY = (
-    "numba",
     "kafka_segments_ds.planning",
     "kafka_segments_ds.reader",
     "kafka_segments_ds.writer",
