@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -101,7 +102,7 @@ class KafkaSegmentsDataSource(DataSource):
                 'give one target log dir: df.write.format("kafkasegments").mode("append")'
                 '.save("/path/to/kafka-logs")'
             )
-        check_write_schema(to_arrow_schema(schema, timezone="UTC"))
+        check_write_schema(_arrow_schema(schema))
         job, filesystem = prepare_job(paths[0], parse_write_options(options), overwrite)
         return KafkaSegmentsWriter(job, filesystem)
 
@@ -170,3 +171,11 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_job(self.job, self.filesystem)
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of the rows Spark hands the writer, timestamps in UTC."""
+    # pyspark 4.2 replaced to_arrow_schema's timestamp_utc=True (4.1) by timezone=...
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
