@@ -57,19 +57,32 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Register the ``kafkasegments`` data source with a SparkSession.
+    """Register the ``kafkasegments`` data source with a SparkSession (classic or Connect).
 
-    Not needed when the package is installed (Spark finds ``pyspark_kafkasegments``), but
-    harmless; use it when the package is only on ``sys.path``.
+    Not needed when the package is installed in the Python that runs Spark's workers: Spark
+    finds ``pyspark_kafkasegments`` itself. Use it when the package is only on ``sys.path`` of
+    the driver. Idempotent: on a classic session it does nothing when Spark already resolves
+    ``kafkasegments``; on a Connect session it registers the same class again, which the
+    server accepts.
 
     Parameters
     ----------
     spark
-        A :class:`pyspark.sql.SparkSession`.
+        A :class:`pyspark.sql.SparkSession`, classic or Spark Connect.
     """
     from kafka_segments_ds.datasource import KafkaSegmentsDataSource
 
+    if _is_registered(spark, KafkaSegmentsDataSource.name()):
+        return
     spark.dataSource.register(KafkaSegmentsDataSource)
+
+
+def _is_registered(spark: Any, name: str) -> bool:
+    """True if a classic session already resolves ``name`` (auto-registered or registered)."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return False  # Spark Connect: the client cannot ask the server
+    return bool(jsession.sessionState().dataSourceManager().dataSourceExists(name))
 
 
 def iter_batches(

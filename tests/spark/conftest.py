@@ -113,6 +113,12 @@ def run_script(source: str, *args: str, cwd: Path) -> Any:
 
 
 @pytest.fixture(scope="session")
+def script_env() -> dict[str, str]:
+    """The environment scripts of :func:`spark_script` run with."""
+    return subprocess_env()
+
+
+@pytest.fixture(scope="session")
 def spark_script() -> Callable[..., Any]:
     """``spark_script(source, *args, cwd=dir)``: run a Python script in a fresh process and
     return the JSON value its last stdout line holds (the script's failure fails the test)."""
