@@ -107,6 +107,11 @@ def iter_batches(
     # one sequential reader: split segments only when the caller asked for it
     split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
     plan = plan_scan(path, opts, split=split)
+    if not cols:  # no columns, one row per record all the same (a count), like pyarrow's readers
+        for task in plan.tasks:
+            for arrow_batch in read_task(task, opts, ("offset",)):
+                yield arrow_batch.select([])
+        return
     for task in plan.tasks:
         yield from read_task(task, opts, cols)
 
@@ -124,7 +129,8 @@ def read_table(
         (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``, ``file://``).
     columns
         Column names to return (any of the catalogue, see the README); default: Spark's Kafka
-        source columns, plus ``headers`` / metadata columns when those options are set.
+        source columns, plus ``headers`` / metadata columns when those options are set. An
+        empty list gives a table with no columns and one row per record (a count).
     **options
         Reader options, names case-insensitive, values as Python values or strings:
         ``iteration`` (``deep`` | ``shallow``), ``subscribe``, ``subscribePattern``, ``assign``,
