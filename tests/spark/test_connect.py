@@ -3,6 +3,9 @@ and client scripts that read, write and register, as a user of a managed platfor
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,3 +124,28 @@ def test_connect_impossible_range_reaches_the_client(
     assert "Beginning offset 100 is after the ending offset 50 for topic orders partition 0" in (
         message
     )
+
+
+def test_connect_example_runs_against_a_server(
+    connect_url: str, script_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    example = Path(__file__).parents[2] / "examples" / "spark_connect.py"
+    done = subprocess.run(
+        [sys.executable, str(example), connect_url, str(sample_dir)],
+        cwd=tmp_path,
+        env=script_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    table = ksd.read_table(str(sample_dir), columns=["topic", "partition"])
+    expected = [
+        f"{topic}-{partition}: {count} records"
+        for (topic, partition), count in sorted(
+            Counter(zip(table["topic"].to_pylist(), table["partition"].to_pylist())).items()
+        )
+    ]
+    orders = sum(1 for t in table["topic"].to_pylist() if t == "orders")
+    expected.append(f"orders-copy: {orders} records in 2 partitions")
+    assert done.stdout.splitlines() == expected
