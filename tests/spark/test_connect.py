@@ -48,8 +48,9 @@ kafka_segments_ds.register(spark)  # idempotent
                 "timestamp_millis(1700000000000 + id) as timestamp")
     .write.format("kafkasegments").mode("append").option("topic", "events")
     .option("numPartitions", "2").save(sys.argv[2]))
-back = spark.read.format("kafkasegments").schema("partition int, offset bigint").load(sys.argv[2])
-print(json.dumps([list(r) for r in back.groupBy("partition").count().orderBy("partition").collect()]))
+back = (spark.read.format("kafkasegments").schema("partition int, offset bigint")
+        .load(sys.argv[2]).groupBy("partition").count().orderBy("partition"))
+print(json.dumps([list(r) for r in back.collect()]))
 """
 )
 
@@ -58,7 +59,8 @@ BAD_RANGE = (
     + """
 try:
     (spark.read.format("kafkasegments").option("subscribe", "orders")
-     .option("startingOffsets", '{"orders":{"0":100}}').option("endingOffsets", '{"orders":{"0":50}}')
+     .option("startingOffsets", '{"orders":{"0":100}}')
+     .option("endingOffsets", '{"orders":{"0":50}}')
      .load(sys.argv[2]).collect())
     print(json.dumps("no error"))
 except Exception as err:
@@ -68,19 +70,18 @@ except Exception as err:
 
 
 def _expected_rows(table: pa.Table) -> list[list[Any]]:
-    rows = []
-    for r in table.to_pylist():
-        rows.append(
-            [
-                r["topic"],
-                r["partition"],
-                r["offset"],
-                None if r["key"] is None else r["key"].hex().upper(),
-                None if r["value"] is None else r["value"].hex().upper(),
-                len(r["headers"]),
-                None if r["timestamp"] is None else int(r["timestamp"].timestamp() * 1000),
-            ]
-        )
+    rows = [
+        [
+            r["topic"],
+            r["partition"],
+            r["offset"],
+            None if r["key"] is None else r["key"].hex().upper(),
+            None if r["value"] is None else r["value"].hex().upper(),
+            len(r["headers"]),
+            None if r["timestamp"] is None else int(r["timestamp"].timestamp() * 1000),
+        ]
+        for r in table.to_pylist()
+    ]
     return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
 
 
@@ -110,7 +111,9 @@ def test_connect_register_is_idempotent_and_writes(
     assert values == list(range(300))
     # a key always lands in the same partition
     key_partitions: dict[bytes, set[int]] = {}
-    for key, partition in zip(table["key"].to_pylist(), table["partition"].to_pylist()):
+    for key, partition in zip(
+        table["key"].to_pylist(), table["partition"].to_pylist(), strict=True
+    ):
         key_partitions.setdefault(key, set()).add(partition)
     assert sorted(key_partitions) == [b"k%d" % i for i in range(7)]
     assert all(len(p) == 1 for p in key_partitions.values())
@@ -143,7 +146,9 @@ def test_connect_example_runs_against_a_server(
     expected = [
         f"{topic}-{partition}: {count} records"
         for (topic, partition), count in sorted(
-            Counter(zip(table["topic"].to_pylist(), table["partition"].to_pylist())).items()
+            Counter(
+                zip(table["topic"].to_pylist(), table["partition"].to_pylist(), strict=True)
+            ).items()
         )
     ]
     orders = sum(1 for t in table["topic"].to_pylist() if t == "orders")

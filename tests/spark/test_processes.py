@@ -39,7 +39,8 @@ READ_AND_WRITE = (
 source, target = sys.argv[2], sys.argv[3]
 df = (spark.read.format("kafkasegments").option("subscribe", "orders")
       .option("includeHeaders", "true").load(source))
-summary = df.selectExpr("count(*)", "sum(offset)", "sum(length(value))", "count(distinct partition)")
+summary = df.selectExpr("count(*)", "sum(offset)", "sum(length(value))",
+                        "count(distinct partition)")
 (df.select("key", "value", "timestamp", "headers").repartition(3)
    .write.format("kafkasegments").mode("append").option("topic", "copy")
    .option("numPartitions", "2").save(target))
@@ -116,9 +117,7 @@ def test_auto_registration_from_another_directory(
     spark_script: Callable[..., Any], sample_dir: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "copy"
-    result = spark_script(
-        READ_AND_WRITE, "local[2]", str(sample_dir), str(target), cwd=tmp_path
-    )
+    result = spark_script(READ_AND_WRITE, "local[2]", str(sample_dir), str(target), cwd=tmp_path)
     assert result["executors"] == 0  # local mode: the driver runs the tasks
     _check_copy(result, sample_dir, target)
 
