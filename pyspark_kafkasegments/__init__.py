@@ -7,13 +7,15 @@ decoders, numpy) is imported when a query uses the source.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceReader, DataSourceWriter
     from pyspark.sql.types import StructType
+
+    from kafka_segments_ds.datasource import KafkaSegmentsDataSource
 
 __all__ = ["DefaultSource"]
 
@@ -26,16 +28,16 @@ class DefaultSource(DataSource):
     def name(cls) -> str:
         return "kafkasegments"
 
-    def _source(self) -> Any:
+    def _source(self) -> KafkaSegmentsDataSource:
         from kafka_segments_ds.datasource import KafkaSegmentsDataSource
 
         return KafkaSegmentsDataSource(self.options)
 
     def schema(self) -> str:
-        return self._source().schema()  # type: ignore[no-any-return]
+        return self._source().schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return self._source().reader(schema)  # type: ignore[no-any-return]
+        return self._source().reader(schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return self._source().writer(schema, overwrite)  # type: ignore[no-any-return]
+        return self._source().writer(schema, overwrite)
