@@ -57,19 +57,32 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Register the ``kafkasegments`` data source with a SparkSession.
+    """Register the ``kafkasegments`` data source with a SparkSession (classic or Connect).
 
-    Not needed when the package is installed (Spark finds ``pyspark_kafkasegments``), but
-    harmless; use it when the package is only on ``sys.path``.
+    Not needed when the package is installed in the Python that runs Spark's workers: Spark
+    finds ``pyspark_kafkasegments`` itself. Use it when the package is only on ``sys.path`` of
+    the driver. Idempotent: on a classic session it does nothing when Spark already resolves
+    ``kafkasegments``; on a Connect session it registers the same class again, which the
+    server accepts.
 
     Parameters
     ----------
     spark
-        A :class:`pyspark.sql.SparkSession`.
+        A :class:`pyspark.sql.SparkSession`, classic or Spark Connect.
     """
     from kafka_segments_ds.datasource import KafkaSegmentsDataSource
 
+    if _is_registered(spark, KafkaSegmentsDataSource.name()):
+        return
     spark.dataSource.register(KafkaSegmentsDataSource)
+
+
+def _is_registered(spark: Any, name: str) -> bool:
+    """True if a classic session already resolves ``name`` (auto-registered or registered)."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return False  # Spark Connect: the client cannot ask the server
+    return bool(jsession.sessionState().dataSourceManager().dataSourceExists(name))
 
 
 def iter_batches(
@@ -94,6 +107,10 @@ def iter_batches(
     # one sequential reader: split segments only when the caller asked for it
     split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
     plan = plan_scan(path, opts, split=split, read_records=read_task)
+    if not cols:  # no columns, one row per record all the same (a count), like pyarrow's readers
+        for arrow_batch in read_tasks(plan.tasks, opts, ("offset",)):
+            yield arrow_batch.select([])
+        return
     yield from read_tasks(plan.tasks, opts, cols)
 
 
@@ -110,7 +127,8 @@ def read_table(
         (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``, ``file://``).
     columns
         Column names to return (any of the catalogue, see the README); default: Spark's Kafka
-        source columns, plus ``headers`` / metadata columns when those options are set.
+        source columns, plus ``headers`` / metadata columns when those options are set. An
+        empty list gives a table with no columns and one row per record (a count).
     **options
         Reader options, names case-insensitive, values as Python values or strings:
         ``iteration`` (``deep`` | ``shallow``), ``subscribe``, ``subscribePattern``, ``assign``,

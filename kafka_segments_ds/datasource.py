@@ -7,6 +7,7 @@ a method needs it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -119,7 +120,7 @@ class KafkaSegmentsDataSource(DataSource):
         from kafka_segments_ds.writer.commit import prepare_job
         from kafka_segments_ds.writer.options import parse_write_options
 
-        check_write_schema(to_arrow_schema(schema, timezone="UTC"))
+        check_write_schema(_arrow_schema(schema))
         job, filesystem = prepare_job(paths[0], parse_write_options(options), overwrite)
         return KafkaSegmentsWriter(job, filesystem)
 
@@ -218,3 +219,11 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         from kafka_segments_ds.writer.commit import abort_job
 
         abort_job(self.job, self.filesystem)
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of the rows Spark hands the writer, timestamps in UTC."""
+    # pyspark 4.2 replaced to_arrow_schema's timestamp_utc=True (4.1) by timezone=...
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)

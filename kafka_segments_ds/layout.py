@@ -150,6 +150,24 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     return result
 
 
+def merge_partitions(partitions: Iterable[PartitionLog]) -> list[PartitionLog]:
+    """One PartitionLog per directory, each segment once: the union of what overlapping inputs
+    (a log dir and one of its partition dirs, a dir and one of its ``.log`` files, globs that
+    match the same files) found, in first-seen order."""
+    merged: dict[str, PartitionLog] = {}
+    for partition in partitions:
+        seen = merged.get(partition.directory)
+        if seen is None:
+            merged[partition.directory] = partition
+            continue
+        by_path = {seg.path: seg for seg in (*seen.segments, *partition.segments)}
+        ordered = sorted(by_path.values(), key=lambda s: (s.base_offset, s.path))
+        merged[partition.directory] = PartitionLog(
+            seen.topic, seen.partition, seen.directory, tuple(ordered)
+        )
+    return list(merged.values())
+
+
 def _refuse_escapes(path: str, partitions: list[PartitionLog]) -> None:
     """Refuse segment files that resolve (through symbolic links) outside the input: a
     hostile archive must not make the reader expose files elsewhere on the machine."""

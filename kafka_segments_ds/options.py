@@ -279,4 +279,42 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
             raise InvalidOptionError(
                 f"options {', '.join(READ_OPTIONS[k] for k in group)} are exclusive; give one"
             )
+    _check_ranges(fields)
     return ReadOptions(**fields)
+
+
+def begin_after_end_message(start: int, end: int, topic: str | None, partition: int | None) -> str:
+    """Spark's Kafka source's words for a range whose start is after its end."""
+    return (
+        f"Beginning offset {start} is after the ending offset {end} for topic {topic} "
+        f"partition {partition}."
+    )
+
+
+def _check_ranges(fields: Mapping[str, Any]) -> None:
+    """Refuse ranges that end before they begin (an equal start and end is an empty range)."""
+    starts = {(t, p): n for t, p, n in fields.get("starting_offsets") or () if n >= 0}
+    for topic, partition, end in fields.get("ending_offsets") or ():
+        start = starts.get((topic, partition))
+        if start is not None and end >= 0 and start > end:
+            raise InvalidOptionError(
+                begin_after_end_message(start, end, topic, partition)
+                + " startingOffsets must not exceed endingOffsets (ending is exclusive)."
+            )
+    start_ts, end_ts = fields.get("starting_timestamp"), fields.get("ending_timestamp")
+    if start_ts is not None and end_ts is not None and start_ts > end_ts:
+        raise InvalidOptionError(
+            f"Beginning timestamp {start_ts} is after the ending timestamp {end_ts}: "
+            "startingTimestamp must not exceed endingTimestamp."
+        )
+    starts_ts = {
+        (t, p): n for t, p, n in fields.get("starting_offsets_by_timestamp") or () if n >= 0
+    }
+    for topic, partition, end in fields.get("ending_offsets_by_timestamp") or ():
+        start = starts_ts.get((topic, partition))
+        if start is not None and end >= 0 and start > end:
+            raise InvalidOptionError(
+                f"Beginning timestamp {start} is after the ending timestamp {end} for topic "
+                f"{topic} partition {partition}: startingOffsetsByTimestamp must not exceed "
+                "endingOffsetsByTimestamp."
+            )

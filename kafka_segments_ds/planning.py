@@ -28,8 +28,9 @@ from kafka_segments_ds.errors import (
     InvalidOptionError,
 )
 from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover
+from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover, merge_partitions
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
+from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
 from kafka_segments_ds.records.compression import decompress
@@ -100,7 +101,7 @@ def plan_scan(
             check_readable(fsys, root)  # never a half-published write
         partitions.extend(discover(root, fsys))
         filesystem = fsys if filesystem is None else filesystem
-    partitions = _select(partitions, options)
+    partitions = _select(merge_partitions(partitions), options)
     if pruning.topics is not None:
         partitions = [p for p in partitions if p.topic in pruning.topics]
     if pruning.partitions is not None:
@@ -156,6 +157,7 @@ def plan_scan(
                     "start at the earliest available offset)"
                 )
             start = EARLIEST
+        check_offset_range(filesystem, part, start, end)
         start_offset = None if start == EARLIEST else start
         end_offset = None if end == LATEST else end
         if pruning.offset_low is not None:

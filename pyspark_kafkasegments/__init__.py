@@ -1,5 +1,43 @@
-"""Spark's auto-registration hook: ``spark.read.format("kafkasegments")`` with no setup call."""
+"""Spark's auto-registration hook: ``spark.read.format("kafkasegments")`` with no setup call.
 
-from kafka_segments_ds.datasource import KafkaSegmentsDataSource as DefaultSource
+Spark imports every top-level ``pyspark_*`` module of the worker Python at each data source
+lookup, so this module imports only pyspark's ``DataSource``; the package itself (planning,
+decoders, numpy) is imported when a query uses the source.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import DataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSourceReader, DataSourceWriter
+    from pyspark.sql.types import StructType
+
+    from kafka_segments_ds.datasource import KafkaSegmentsDataSource
 
 __all__ = ["DefaultSource"]
+
+
+class DefaultSource(DataSource):
+    """The ``kafkasegments`` source; see ``kafka_segments_ds.datasource.KafkaSegmentsDataSource``
+    for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkasegments"
+
+    def _source(self) -> KafkaSegmentsDataSource:
+        from kafka_segments_ds.datasource import KafkaSegmentsDataSource
+
+        return KafkaSegmentsDataSource(self.options)
+
+    def schema(self) -> str:
+        return self._source().schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return self._source().reader(schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return self._source().writer(schema, overwrite)

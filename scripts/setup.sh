@@ -9,7 +9,10 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# compat mode puts the checkout itself on sys.path (a .pth entry): Spark finds the data source by
+# listing top-level modules (pkgutil.iter_modules), which an import-hook editable install hides.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]" \
+    --config-settings editable_mode=compat
 # The editable install leaves the compiled kernels next to their sources; fail here if they do not
 # load rather than let everything run on the (slow) pure-Python kernels.
 .venv/bin/python -W error::RuntimeWarning -c "from kafka_segments_ds.records import kernels as k; assert k.COMPILED"

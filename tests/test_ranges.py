@@ -1,0 +1,135 @@
+"""Impossible ranges are errors (Spark's Kafka source wording); overlapping inputs read each
+segment once; an empty column list keeps the row count."""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import pytest
+
+from kafka_segments_ds import InvalidOptionError, read_table
+from kafka_segments_ds.layout import discover, merge_partitions
+from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.ranges import log_end_offset
+
+pytestmark = pytest.mark.usefixtures("serial_kernels")
+
+BEGIN_AFTER_END = "Beginning offset {} is after the ending offset {} for topic {} partition {}."
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"startingOffsets": '{"t":{"0":100}}', "endingOffsets": '{"t":{"0":50}}'},
+            BEGIN_AFTER_END.format(100, 50, "t", 0),
+        ),
+        (
+            {"startingTimestamp": "2000", "endingTimestamp": "1999"},
+            "Beginning timestamp 2000 is after the ending timestamp 1999",
+        ),
+        (
+            {
+                "startingOffsetsByTimestamp": '{"t":{"1":30}}',
+                "endingOffsetsByTimestamp": '{"t":{"1":20}}',
+            },
+            "Beginning timestamp 30 is after the ending timestamp 20 for topic t partition 1",
+        ),
+    ],
+    ids=["offsets", "timestamps", "timestamps-by-partition"],
+)
+def test_start_after_end_is_refused_by_the_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidOptionError) as info:
+        parse_read_options(options)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"startingOffsets": '{"t":{"0":50}}', "endingOffsets": '{"t":{"0":50}}'},  # empty
+        {"startingOffsets": '{"t":{"0":100}}', "endingOffsets": '{"t":{"1":50}}'},  # other part
+        {"startingOffsets": '{"t":{"0":-2}}', "endingOffsets": '{"t":{"0":-1}}'},
+        {"startingTimestamp": "5", "endingTimestamp": "5"},
+    ],
+)
+def test_possible_ranges_parse(options: dict[str, str]) -> None:
+    parse_read_options(options)
+
+
+@pytest.fixture
+def two_segments(make_partition: Callable[..., Any], log_dir: Path) -> Path:
+    """t-0: offsets 0..29 in batches of 10 over two segments (base offsets 0 and 20)."""
+    part = make_partition("t-0", segment_bytes=400)
+    for first in range(0, 30, 10):
+        part.batch([1000 + first + i for i in range(10)])
+    part.close()
+    bases = sorted(int(Path(p).stem) for p in glob.glob(str(log_dir / "t-0" / "*.log")))
+    assert len(bases) >= 2
+    return log_dir
+
+
+def test_log_end_offset(two_segments: Path) -> None:
+    filesystem = pafs.LocalFileSystem()
+    (part,) = discover(str(two_segments), filesystem)
+    assert log_end_offset(filesystem, part.segments[-1]) == 30
+    # a torn tail (a prefix that claims more bytes than the file holds) is not a known end
+    torn = Path(part.segments[-1].path)
+    torn.write_bytes(torn.read_bytes() + b"\x00" * 8 + b"\x00\x00\x10\x00")
+    (part,) = discover(str(two_segments), filesystem)
+    assert log_end_offset(filesystem, part.segments[-1]) is None
+
+
+def test_start_past_the_end_is_an_error(two_segments: Path) -> None:
+    with pytest.raises(InvalidOptionError) as info:
+        read_table(str(two_segments), startingOffsets='{"t":{"0":31}}')
+    assert str(info.value).startswith(BEGIN_AFTER_END.format(31, 30, "t", 0))
+    assert "log end offset" in str(info.value)
+
+
+def test_start_at_the_end_is_empty(two_segments: Path) -> None:
+    assert read_table(str(two_segments), startingOffsets='{"t":{"0":30}}').num_rows == 0
+    table = read_table(str(two_segments), startingOffsets='{"t":{"0":29}}')
+    assert table["offset"].to_pylist() == [29]
+
+
+def test_start_after_a_resolved_end_is_an_error(two_segments: Path) -> None:
+    # endingTimestamp 1005 resolves to offset 5, after which startingOffsets 12 cannot begin
+    with pytest.raises(InvalidOptionError) as info:
+        read_table(str(two_segments), startingOffsets='{"t":{"0":12}}', endingTimestamp="1005")
+    assert str(info.value).startswith(BEGIN_AFTER_END.format(12, 5, "t", 0))
+
+
+def test_overlapping_paths_read_each_segment_once(sample_dir: Path) -> None:
+    whole = read_table(str(sample_dir), columns=["topic", "partition", "offset"])
+    logs = sorted(glob.glob(str(sample_dir / "orders-0" / "*.log")))
+    overlapping = [
+        str(sample_dir),
+        str(sample_dir / "orders-0"),
+        logs[1],
+        str(sample_dir / "orders-*"),
+    ]
+    assert read_table(overlapping, columns=["topic", "partition", "offset"]).equals(whole)
+    one = read_table([logs[1], str(sample_dir / "orders-0")], columns=["offset"])
+    assert one.equals(read_table(str(sample_dir / "orders-0"), columns=["offset"]))
+
+
+def test_merge_partitions_unions_segments(sample_dir: Path) -> None:
+    filesystem = pafs.LocalFileSystem()
+    logs = sorted(glob.glob(str(sample_dir / "orders-0" / "*.log")))
+    found = discover(logs[2], filesystem) + discover(logs[0], filesystem)
+    (merged,) = merge_partitions(found)
+    assert [seg.path for seg in merged.segments] == [logs[0], logs[2]]
+    assert (merged.topic, merged.partition) == ("orders", 0)
+
+
+@pytest.mark.parametrize("iteration", ["deep", "shallow"])
+def test_empty_column_list_keeps_the_row_count(sample_dir: Path, iteration: str) -> None:
+    expected = read_table(str(sample_dir), columns=["offset"], iteration=iteration).num_rows
+    table = read_table(str(sample_dir), columns=[], iteration=iteration)
+    assert table.num_columns == 0
+    assert table.num_rows == expected > 0
