@@ -93,7 +93,7 @@ def iter_batches(
     )
     # one sequential reader: split segments only when the caller asked for it
     split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
-    plan = plan_scan(path, opts, split=split)
+    plan = plan_scan(path, opts, split=split, read_records=read_task)
     for task in plan.tasks:
         yield from read_task(task, opts, cols)
 

@@ -1,10 +1,16 @@
-"""Spark glue: the ``kafkasegments`` Python data source. The only module importing pyspark."""
+"""Spark glue: the ``kafkasegments`` Python data source. The only module importing pyspark.
+
+Spark imports this module (through ``pyspark_kafkasegments``) at every data source lookup, so
+the read and write machinery (planning, reader, writer: numpy kernels) is imported only where
+a method needs it.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -22,13 +28,11 @@ from pyspark.sql.types import StructType
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.options import ReadOptions, parse_read_options
-from kafka_segments_ds.planning import plan_scan
-from kafka_segments_ds.reader import ScanTask, read_task
 from kafka_segments_ds.schema import check_columns, default_columns, spark_ddl
-from kafka_segments_ds.writer.columns import check_write_schema
-from kafka_segments_ds.writer.commit import abort_job, commit_job, prepare_job
-from kafka_segments_ds.writer.options import parse_write_options
-from kafka_segments_ds.writer.task import JobSpec, TaskResult, TaskWriter
+
+if TYPE_CHECKING:
+    from kafka_segments_ds.scan_task import ScanTask
+    from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
 
 class KafkaSegmentsDataSource(DataSource):
@@ -101,6 +105,10 @@ class KafkaSegmentsDataSource(DataSource):
                 'give one target log dir: df.write.format("kafkasegments").mode("append")'
                 '.save("/path/to/kafka-logs")'
             )
+        from kafka_segments_ds.writer.columns import check_write_schema
+        from kafka_segments_ds.writer.commit import prepare_job
+        from kafka_segments_ds.writer.options import parse_write_options
+
         check_write_schema(to_arrow_schema(schema, timezone="UTC"))
         job, filesystem = prepare_job(paths[0], parse_write_options(options), overwrite)
         return KafkaSegmentsWriter(job, filesystem)
@@ -126,7 +134,10 @@ class KafkaSegmentsReader(DataSourceReader):
         self.columns = columns
 
     def partitions(self) -> Sequence[InputPartition]:
-        plan = plan_scan(self.paths, self.options)
+        from kafka_segments_ds.planning import plan_scan
+        from kafka_segments_ds.reader import read_task
+
+        plan = plan_scan(self.paths, self.options, read_records=read_task)
         if not plan.tasks:
             return [SegmentScanPartition(None)]
         return [SegmentScanPartition(t) for t in plan.tasks]
@@ -135,6 +146,8 @@ class KafkaSegmentsReader(DataSourceReader):
         task = partition.task  # type: ignore[attr-defined]
         if task is None:
             return iter(())
+        from kafka_segments_ds.reader import read_task
+
         return read_task(task, self.options, self.columns)
 
 
@@ -155,6 +168,8 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = TaskContext.get()
         task_id = context.partitionId() if context is not None else 0
+        from kafka_segments_ds.writer.task import TaskWriter
+
         writer = TaskWriter(self.job, task_id, self.filesystem)
         try:
             for batch in iterator:
@@ -166,7 +181,11 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         results = [m.result for m in messages if isinstance(m, TaskCommit)]
+        from kafka_segments_ds.writer.commit import commit_job
+
         commit_job(self.job, results, self.filesystem)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        from kafka_segments_ds.writer.commit import abort_job
+
         abort_job(self.job, self.filesystem)

@@ -1,16 +1,20 @@
 """Options + discovered segments -> ScanTasks.
 
-Planning touches directory listings and index files; it reads ``.log`` bytes only to resolve
-timestamps to offsets (Kafka's offsets-for-times lookup) and, for read_committed without
-``.txnindex`` files, to find the transaction markers.
+Planning touches directory listings and index files; it reads ``.log`` bytes only to check the
+entries at index positions, to resolve timestamps to offsets (Kafka's offsets-for-times
+lookup) and, for read_committed without ``.txnindex`` files, to find the transaction markers.
+
+Planning sits below the reader: resolving a timestamp decodes records, which it does through
+the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.reader.read_task`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -23,11 +27,11 @@ from kafka_segments_ds.errors import (
     DataLossError,
     InvalidOptionError,
 )
+from kafka_segments_ds.journal import check_readable
 from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
-from kafka_segments_ds.reader import ScanTask, iter_v2_headers, read_task
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import has_valid_checksum
+from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
 from kafka_segments_ds.records.compression import decompress
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
@@ -35,9 +39,17 @@ from kafka_segments_ds.records.v2 import (
     decode_batch_header,
     iter_records,
 )
-from kafka_segments_ds.writer.commit import check_readable
+from kafka_segments_ds.scan_task import ScanTask
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 OPEN_TRANSACTION_END = 2**63 - 1
+
+RecordReader = Callable[
+    [ScanTask, ReadOptions, tuple[str, ...], "pafs.FileSystem | None"], "Iterator[pa.RecordBatch]"
+]
+"""``read_records(task, options, columns, filesystem)``: the reader executing a ScanTask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +78,14 @@ def plan_scan(
     filesystem: pafs.FileSystem | None = None,
     pruning: Pruning | None = None,
     split: bool = True,
+    *,
+    read_records: RecordReader | None = None,
 ) -> Plan:
     """Discover the segments under ``path`` and cut them into ScanTasks for ``options``.
 
     With ``split``, large segments are cut into byte ranges (``maxBytesPerPartition``,
     ``minPartitions``) for parallel readers; a sequential reader does not need it.
+    ``read_records`` decodes records where a timestamp option has to be resolved to an offset.
     """
     pruning = pruning or Pruning()
     paths = (
@@ -116,7 +131,7 @@ def plan_scan(
         )
         assert filesystem is not None
         if start_ts is not None and start_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, start_ts, options)
+            found = offset_for_timestamp(filesystem, part, start_ts, options, read_records)
             if found is None:
                 if options.starting_by_timestamp_strategy == "error":
                     raise InvalidOptionError(
@@ -128,7 +143,7 @@ def plan_scan(
         elif start_ts == LATEST:
             continue
         if end_ts is not None and end_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, end_ts, options)
+            found = offset_for_timestamp(filesystem, part, end_ts, options, read_records)
             end = found if found is not None else LATEST
         elif end_ts == EARLIEST:
             continue
@@ -249,7 +264,11 @@ def _segment_tasks(
                     entry = _entry_head(filesystem, seg, next_base, end_position)
                     # every offset at or after the end position must be >= end_offset: only a
                     # batch's base offset (or a plain message's offset) says so
-                    if entry is None or entry[1] < end_offset or (entry[0] < 2 and entry[2]):
+                    if (
+                        entry is None
+                        or entry.offset < end_offset
+                        or (entry.magic < 2 and entry.codec)
+                    ):
                         end_position = None
         if min_timestamp is not None:
             start_position = max(
@@ -280,32 +299,28 @@ def _segment_tasks(
 
 # Entries up to this size are checksummed before an index position is trusted.
 VERIFY_ENTRY_BYTES = 64 * 1024 * 1024
+HOP_WINDOW_BYTES = 4 * 1024 * 1024  # reads of the entry walk that splits a segment without index
 
 
 def _entry_head(
     filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, position: int | None
-) -> tuple[int, int, int] | None:
-    """``(magic, offset field, codec)`` of the entry at ``position`` if one starts there: whole,
-    checksum valid, offsets inside the segment. Index files are not checksummed, so every
-    position taken from one is checked like this before a read starts or ends there."""
+) -> EntryHead | None:
+    """The entry at ``position`` if one starts there: whole, checksum valid, offsets inside the
+    segment. Index files are not checksummed, so every position taken from one is checked like
+    this before a read starts or ends there."""
     if position is None:
         return None
-    head = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 61), np.uint8)
-    if head.shape[0] < 17:
+    entry = probe_entry(_reads(filesystem, seg), position, seg.size, check_limit=VERIFY_ENTRY_BYTES)
+    if entry is None:
         return None
-    offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
-    size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
-    magic = int(head[16])
-    if magic > 2 or size < (49 if magic == 2 else 14) or position + 12 + size > seg.size:
+    if not (seg.base_offset <= entry.offset and (next_base is None or entry.offset < next_base)):
         return None
-    if not (seg.base_offset <= offset and (next_base is None or offset < next_base)):
-        return None
-    if size + 12 <= VERIFY_ENTRY_BYTES:
-        entry = np.frombuffer(kfs.read_range(filesystem, seg.path, position, 12 + size), np.uint8)
-        if not has_valid_checksum(entry):
-            return None
-    codec = int(head[22 if magic == 2 else 17]) & 0x07
-    return magic, offset, codec
+    return entry
+
+
+def _reads(filesystem: pafs.FileSystem, seg: SegmentRef) -> Read:
+    """Ranged reads of the segment's ``.log``."""
+    return lambda position, length: kfs.read_range(filesystem, seg.path, position, length)
 
 
 def _verified_start(
@@ -322,7 +337,7 @@ def _verified_start(
     if position == 0:
         return 0
     entry = _entry_head(filesystem, seg, next_base, position)
-    return position if entry is not None and entry[1] <= target else 0
+    return position if entry is not None and entry.offset <= target else 0
 
 
 def split_tasks(
@@ -400,21 +415,38 @@ def _cut_points(starts: np.ndarray, start: int, end: int, limit: int) -> list[in
 
 
 def _hop_starts(filesystem: pafs.FileSystem, seg: SegmentRef, start: int, end: int) -> np.ndarray:
-    """Entry starts found by reading only each entry's 12-byte offset/size prefix."""
-    found = []
-    position = start
-    with filesystem.open_input_file(seg.path) as f:
-        while position < end:
-            head = f.read_at(12, position)
-            if len(head) < 12:
-                break
-            size = int.from_bytes(head[8:12], "big", signed=True)
-            if size < 14:
-                break  # damage or a zero tail: the reader deals with it
-            position += 12 + size
-            if position < end:
-                found.append(position)
-    return np.asarray(found, np.int64)
+    """Entry starts after ``start`` and before ``end``, found by walking the entry framing."""
+    found = [
+        walked.base + walked.positions
+        for walked in walk_entries(
+            _reads(filesystem, seg), start, end, HOP_WINDOW_BYTES, file_size=seg.size
+        )
+    ]
+    starts = np.concatenate(found) if found else np.empty(0, np.int64)
+    return starts[(starts > start) & (starts < end)]
+
+
+def _iter_v2_headers(
+    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
+) -> Iterator[tuple[int, np.ndarray, Callable[[], bytes]]]:
+    """Hop the entries of a segment without decoding records.
+
+    Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
+    fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
+    batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
+    """
+    read = _reads(filesystem, segment)
+    for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
+        v2 = walked.positions[walked.magics == 2]
+        headers = K.parse_v2_headers(walked.window, v2)
+        for i in range(v2.shape[0]):
+            absolute = walked.base + int(v2[i])
+            length = int(headers[i, K.H_LENGTH]) + 12
+
+            def read_entry(absolute: int = absolute, length: int = length) -> bytes:
+                return bytes(read(absolute, length))
+
+            yield absolute, headers[i], read_entry
 
 
 def _position_before_time(
@@ -438,13 +470,19 @@ def _position_before_time(
 
 
 def offset_for_timestamp(
-    filesystem: pafs.FileSystem, part: PartitionLog, target: int, options: ReadOptions
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    target: int,
+    options: ReadOptions,
+    read_records: RecordReader | None,
 ) -> int | None:
     """Earliest offset whose record timestamp is >= ``target`` (Kafka's offsetsForTimes).
 
     Like the broker's lookup, it walks every record in offset order, control records and
     aborted transactions included, whatever the read's iteration and isolation.
     """
+    if read_records is None:
+        raise TypeError("plan_scan(read_records=...) is needed to resolve timestamps to offsets")
     options = replace(options, iteration="deep", read_committed=False)
     segs = part.segments
     for i, seg in enumerate(segs):
@@ -470,7 +508,7 @@ def offset_for_timestamp(
             next_base_offset=next_base,
             include_control=True,
         )
-        for arrow_batch in read_task(task, options, ("offset", "timestamp"), filesystem):
+        for arrow_batch in read_records(task, options, ("offset", "timestamp"), filesystem):
             ts = arrow_batch.column(1).cast("int64").to_numpy(zero_copy_only=False)
             valid = arrow_batch.column(1).is_valid().to_numpy(zero_copy_only=False)
             hits = np.nonzero(valid & (ts >= target * 1000))[0]
@@ -512,7 +550,7 @@ def _open_transactions(
     """Walk batch headers; yield aborted spans (and spans still open at the end of the log)."""
     open_first: dict[int, int] = {}
     for seg in part.segments:
-        for position, header, read_marker in iter_v2_headers(filesystem, seg, options):
+        for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
             pid = int(header[K.H_PRODUCER_ID])
             attrs = int(header[K.H_ATTRIBUTES])
             if not attrs & 0x10:

@@ -20,10 +20,11 @@ from kafka_segments_ds import read_table
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import Plan, plan_scan
-from kafka_segments_ds.reader import ScanTask
+from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
+from kafka_segments_ds.scan_task import ScanTask
 
 pytestmark = pytest.mark.usefixtures("serial_kernels")
 
@@ -35,7 +36,7 @@ SAMPLE_LAST = 799
 
 def plan(path: str | Path | list[str], **options: Any) -> Plan:
     target = [str(p) for p in path] if isinstance(path, list) else str(path)
-    return plan_scan(target, parse_read_options(options))
+    return plan_scan(target, parse_read_options(options), read_records=read_task)
 
 
 def spec(topic: str, partition: int, number: int) -> str:
@@ -399,7 +400,6 @@ def test_aborted_spans_from_markers_equal_the_txnindex(sample_dir: Path, tmp_pat
 def test_pruning_hints_skip_only_what_cannot_match(sample_dir: Path) -> None:
     """planning.Pruning (the hook for engine filters): bounds narrow tasks, never rows."""
     from kafka_segments_ds.planning import Pruning
-    from kafka_segments_ds.reader import read_task
 
     options = parse_read_options()
     full = read_table(str(sample_dir))

@@ -2,11 +2,28 @@
 
 Every entry starts with int64 offset, int32 size and (at byte 16) the magic byte, so a walk can
 hop from entry to entry without decoding records. This is what index rebuilding, planning
-without an index, and the CLI's statistics need.
+without an index, and the CLI's statistics need::
+
+    offset   int64   a v2 batch's base offset; a legacy message's (a wrapper's last) offset
+    size     int32   bytes that follow (the entry is 12 + size bytes long)
+    ...      4       v2: partitionLeaderEpoch; legacy: the CRC-32
+    magic    int8    0, 1 or 2
+    ...              v2: CRC-32C (4), attributes (int16: codec in bits 0-2);
+                     legacy: attributes (int8: codec in bits 0-2)
+
+Two APIs over that framing, used by every caller that walks or probes a ``.log``:
+
+* :func:`walk_entries` hops the entries of a byte range read window by window;
+* :func:`probe_entry` answers "is a whole valid entry at this position?" (framing, extent and
+  checksum), the check made before trusting a position taken from an index or found when
+  resynchronising after damage.
+
+Both take a ``read(position, length)`` callable rather than a file: the caller owns the I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +63,105 @@ def has_valid_checksum(entry: np.ndarray) -> bool:
             entry[17:21].tobytes(), "big"
         )
     return crc32(entry.data[16:]) == int.from_bytes(entry[12:16].tobytes(), "big")
+
+
+Read = Callable[[int, int], "np.ndarray | bytes"]
+"""``read(position, length)``: up to ``length`` bytes of the ``.log`` at ``position`` (fewer only
+at the end of the file)."""
+
+ENTRY_HEAD_BYTES = 23  # offset, size, epoch/CRC, magic, and the v2 attributes' low byte
+LOG_OVERHEAD = 12  # offset + size: the bytes of an entry its size field does not count
+
+
+@dataclass(frozen=True, slots=True)
+class EntryHead:
+    """The framing facts of one entry (see the module docstring)."""
+
+    position: int
+    offset: int  # the offset field
+    length: int  # 12 + size
+    magic: int
+    codec: int  # compression codec id (attributes & 0x07)
+
+
+def decode_entry_head(head: np.ndarray, position: int = 0) -> EntryHead | None:
+    """The framing of the entry whose first bytes are ``head``, if it is plausible: magic 0-2
+    and a size no smaller than the smallest such entry (14, a v2 batch 49)."""
+    if head.shape[0] < 17:
+        return None
+    size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
+    magic = int(head[16])
+    if magic > 2 or size < (49 if magic == 2 else 14):
+        return None
+    at = 22 if magic == 2 else 17
+    codec = int(head[at]) & 0x07 if head.shape[0] > at else 0
+    offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
+    return EntryHead(position, offset, LOG_OVERHEAD + size, magic, codec)
+
+
+def probe_entry(
+    read: Read,
+    position: int,
+    end: int,
+    *,
+    max_bytes: int | None = None,
+    check_limit: int | None = None,
+) -> EntryHead | None:
+    """The entry at ``position`` if a whole valid one starts there, else None.
+
+    Whole: plausible framing (:func:`decode_entry_head`) and it ends by ``end`` (the file's
+    size); valid: its stored checksum matches. An entry longer than ``max_bytes`` is not
+    accepted; one longer than ``check_limit`` is accepted on its framing alone, without
+    reading it whole.
+    """
+    head = decode_entry_head(as_array(read(position, ENTRY_HEAD_BYTES)), position)
+    if head is None or position + head.length > end:
+        return None
+    if max_bytes is not None and head.length > max_bytes:
+        return None
+    if check_limit is not None and head.length > check_limit:
+        return head
+    return head if has_valid_checksum(as_array(read(position, head.length))) else None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EntryWindow:
+    """The complete, plausibly framed entries of one window of a walk."""
+
+    base: int  # the window's file position
+    window: np.ndarray
+    positions: np.ndarray  # int64, relative to ``base``
+    magics: np.ndarray
+
+
+def walk_entries(
+    read: Read, start: int, end: int, window_bytes: int, file_size: int | None = None
+) -> Iterator[EntryWindow]:
+    """Hop the entries from ``start`` on while they start before ``end``, reading windows of
+    ``window_bytes`` (widened to hold one larger entry; a window may run past ``end``). Stops
+    quietly where the framing does: damage, a zero or truncated tail (a reader reports those).
+    ``file_size`` (default ``end``) bounds the entries."""
+    file_size = end if file_size is None else file_size
+    position = start
+    want = window_bytes
+    while position < end:
+        window = as_array(read(position, want))
+        positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
+        yield EntryWindow(position, window, positions, magics)
+        if outcome == K.FRAMING_PARTIAL and stop == 0:
+            # one entry larger than the window: widen the window to hold it
+            if window.shape[0] < 17:
+                return  # truncated tail
+            want = LOG_OVERHEAD + int.from_bytes(window[8:12].tobytes(), "big", signed=True)
+            if position + want > file_size or want <= window.shape[0]:
+                return  # truncated tail (or the file shrank while read)
+            continue
+        if outcome != K.FRAMING_END and outcome != K.FRAMING_PARTIAL:
+            return
+        if stop == 0:
+            return
+        position += int(stop)
+        want = window_bytes
 
 
 def scan_entries(buf: bytes | bytearray | memoryview | np.ndarray) -> EntryTable:

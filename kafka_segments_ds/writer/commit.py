@@ -34,14 +34,15 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import (
-    CommitInProgressError,
     CorruptSegmentError,
     InvalidOptionError,
     OutputExistsError,
-    UnsafePathError,
 )
 from kafka_segments_ds.fs import display_path, read_range, resolve
 from kafka_segments_ds.index import encode_offset_index, encode_time_index, parse_offset_index
+from kafka_segments_ds.journal import JOURNAL, STAGING_PREFIX
+from kafka_segments_ds.journal import list_dir as _listing
+from kafka_segments_ds.journal import refuse_pending as _refuse_pending
 from kafka_segments_ds.layout import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -57,8 +58,6 @@ from kafka_segments_ds.records.compression import CODEC_MASK, compress, decompre
 from kafka_segments_ds.writer.options import INT32_MAX, WriteOptions
 from kafka_segments_ds.writer.task import ChunkResult, JobSpec, TaskResult
 
-STAGING_PREFIX = ".kafkasegments-staging-"
-JOURNAL = "_COMMIT.json"
 COPY_BLOCK_BYTES = 8 << 20  # entries copied from a chunk to a segment in runs of about this
 _ENTRY_HEAD = struct.Struct(">qi")
 
@@ -157,17 +156,6 @@ def _missing_dirs(filesystem: pafs.FileSystem, root: str) -> tuple[str, ...]:
     return tuple(missing)
 
 
-def _listing(filesystem: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
-    """The entries of directory ``root`` (none when it does not exist)."""
-    try:
-        entries = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-        for entry in entries:
-            entry.path  # noqa: B018 - pyarrow decodes names lazily: fail here, clearly
-        return entries
-    except UnicodeDecodeError as err:
-        raise UnsafePathError(f"a file name under {root} is not valid UTF-8: {err}") from err
-
-
 def existing_partitions(filesystem: pafs.FileSystem, root: str) -> dict[str, dict[int, str]]:
     """``topic -> partition -> directory`` of the plain partition directories under ``root``."""
     found: dict[str, dict[int, str]] = defaultdict(dict)
@@ -187,38 +175,6 @@ def _refuse_partition_dir(filesystem: pafs.FileSystem, root: str) -> None:
                 f"{display_path(filesystem, root)} holds segment files: it is a partition "
                 "directory; give the log dir that holds the <topic>-<partition> directories"
             )
-
-
-def pending_commits(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """Journals of commits in progress (or interrupted) in the log dir ``root``."""
-    found = []
-    for entry in _listing(filesystem, root):
-        if entry.type == pafs.FileType.Directory and entry.base_name.startswith(STAGING_PREFIX):
-            journal = f"{entry.path}/{JOURNAL}"
-            if filesystem.get_file_info(journal).type == pafs.FileType.File:
-                found.append(journal)
-    return sorted(found)
-
-
-def _refuse_pending(filesystem: pafs.FileSystem, root: str) -> None:
-    journals = pending_commits(filesystem, root)
-    if journals:
-        raise CommitInProgressError(
-            f"a kafkasegments write is committing into {display_path(filesystem, root)} "
-            f"(journal {display_path(filesystem, journals[0])}); retry when it is done, or, if "
-            "no job is running, finish it with kafka_segments_ds.recover(path) or kafka-segments "
-            "recover PATH"
-        )
-
-
-def check_readable(filesystem: pafs.FileSystem, path: str) -> None:
-    """Refuse to read ``path`` (a log dir or a partition dir in one) during a commit."""
-    path = path.rstrip("/") or "/"
-    if filesystem.get_file_info(path).type != pafs.FileType.Directory:
-        return
-    _refuse_pending(filesystem, path)
-    if parse_partition_dir_name(posixpath.basename(path)) is not None:
-        _refuse_pending(filesystem, posixpath.dirname(path))
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,354 @@
+"""The damage policy: what reading does at an entry that does not decode.
+
+Decoders always raise (or report a :class:`~kafka_segments_ds.reader.rows.Fault`); this is the
+one place deciding what follows. FAILFAST re-raises with the file, position and offset.
+DROPMALFORMED logs the bad entry and resynchronises at the next entry whose framing and
+checksum are valid and whose offsets can follow the last good one. Either way some endings
+are not damage: a zero-filled (preallocated) tail, a truncated last entry of a copy taken
+while a broker appended, a torn write into a preallocated segment, or an entry that was
+rewritten while it was read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from kafka_segments_ds.errors import (
+    CorruptSegmentError,
+    UnsupportedFormatError,
+)
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.reader.source import SegmentSource
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.batches import EntryHead, has_valid_checksum, probe_entry
+from kafka_segments_ds.scan_task import ScanTask
+
+log = logging.getLogger(__name__)
+MAX_REREADS = 8  # entries read again because their bytes changed, per task
+
+
+def be_int(buf: np.ndarray, start: int, stop: int) -> int:
+    """The signed big-endian integer in ``buf[start:stop]``."""
+    return int.from_bytes(buf[start:stop].tobytes(), "big", signed=True)
+
+
+class DamagePolicy:
+    """Decides, for one task, where reading goes on after a bad entry (or raises)."""
+
+    def __init__(
+        self,
+        task: ScanTask,
+        options: ReadOptions,
+        source: SegmentSource,
+        shown: str,
+        range_end: int,
+        last_offset: Callable[[], int],
+    ) -> None:
+        self.task = task
+        self.options = options
+        self.source = source
+        self.shown = shown  # the segment's path in messages
+        self.file_end = source.size
+        self.range_end = range_end
+        self.last_offset = last_offset  # the last offset of the last good entry, as decoded
+        self.rereads = 0
+        self.checked_end: tuple[int, int | None] | None = None  # _may_be_inner's last wrapper
+
+    def fail(
+        self,
+        err: CorruptSegmentError,
+        position: int,
+        offset: int | None = None,
+        seen: bytes | None = None,
+    ) -> int | None:
+        """FAILFAST: raise, naming file, entry position and offset. DROPMALFORMED: log, and
+        return where the next valid entry starts (None: nothing valid follows). Either way a
+        torn last write of a segment being written in place is the end of the data (``seen``:
+        the entry's bytes as they were decoded)."""
+        if self._is_torn_write(position, err):
+            return None
+        if self._changed_since_read(position, seen):
+            return position  # decode it again as it is now
+        reason = err.reason
+        if err.position is not None:  # decoders report positions inside the entry's payload
+            reason = f"{reason} (at byte {err.position} inside the entry)"
+        located = type(err)(
+            reason,
+            path=self.shown,
+            position=position,
+            offset=offset if offset is not None else err.offset,
+        )
+        if not self.options.drop_malformed:
+            raise located from err
+        log.warning("dropping malformed entry: %s", located)
+        return self._resync(position)
+
+    def _is_torn_write(self, position: int, err: CorruptSegmentError) -> bool:
+        """Whether the bad entry at ``position`` is one a broker was still writing.
+
+        With ``preallocate=true`` a broker writes into a zero-filled file, so a copy (or a read)
+        taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
+        is the end of the data, not damage.
+        """
+        head = self.source.read(position, 17)
+        if head.shape[0] < 17:
+            return False
+        size = be_int(head, 8, 12)
+        end = position + 12 + (size if size >= 14 else 0)
+        if end < self.file_end and self._is_zero(end, self.file_end):
+            log.info(
+                "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
+                self.shown,
+                position,
+                err,
+            )
+            return True
+        return False
+
+    def _changed_since_read(self, position: int, seen: bytes | None) -> bool:
+        """Whether the bad entry at ``position`` reads differently now and is valid: it was
+        being written in place while read (preallocated segment), or the first read came back
+        wrong (pyarrow pads a short S3 response to the length asked). A few per task."""
+        if seen is None or self.rereads >= MAX_REREADS:
+            return False
+        if self.source.read(position, len(seen)).tobytes() == seen:
+            return False
+        if not self._entry_is_valid(position):
+            return False
+        self.rereads += 1
+        self.checked_end = None
+        log.warning(
+            "%s: entry at byte %d changed since it was read; reading it again", self.shown, position
+        )
+        return True
+
+    def past_eof(self, position: int) -> int | None:
+        """An entry at ``position`` runs past the end of the file.
+
+        That is the end of the data, as for a broker (a copy taken while the broker was
+        appending, or a truncated copy), unless a valid entry whose offsets follow on starts
+        later: then this entry's size field is damaged. An entry that may be an inner message
+        of this one (a truncated wrapper storing it verbatim) proves damage only when valid
+        entries follow it exactly to the end of the file or include a magic-2 batch.
+        """
+        candidate = self._scan_for_entry(position + 1, position)
+        if candidate is not None and (
+            not self._may_be_inner(candidate, position)
+            or any(self._walk_chain(candidate, self.file_end))
+        ):
+            err = CorruptSegmentError(
+                "entry size runs past the end of the file, but valid entries follow "
+                f"from byte {candidate} (damaged size field)"
+            )
+            return self.fail(err, position, self._offset_field(position))
+        skipped = self.file_end - position
+        if self._is_zero(position, self.file_end):
+            log.info("%s: zero-filled tail from byte %d", self.source.path, position)
+        else:
+            log.warning(
+                "%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
+                self.source.path,
+                position,
+                skipped,
+            )
+        return None
+
+    def _chain_reaches(self, position: int, target: int) -> bool:
+        """Whether valid entries follow each other from ``position`` exactly to ``target``; at
+        the end of the file also to a zero tail too long to be the lz4 end mark that ends a
+        wrapper's payload."""
+        return self._walk_chain(position, target)[0]
+
+    def _walk_chain(self, position: int, target: int) -> tuple[bool, bool]:
+        """(:meth:`_chain_reaches`, whether a magic-2 batch is on the chain)."""
+        batch = False
+        while position < target:
+            if (
+                target == self.file_end
+                and target - position >= 17
+                and self._is_zero(position, target)
+            ):
+                return True, batch
+            entry = self._probe(position)
+            if entry is None:
+                return False, batch
+            batch = batch or entry.magic == 2
+            position += entry.length
+        return position == target, batch
+
+    def bad_framing(self, position: int, outcome: int, seen: bytes) -> int | None:
+        if self._is_zero(position, self.file_end):
+            log.info("%s: zero-filled (preallocated) tail from byte %d", self.source.path, position)
+            return None
+        head = self.source.read(position, 17)
+        if head.shape[0] < 17:
+            return None
+        size = be_int(head, 8, 12)
+        offset = be_int(head, 0, 8)
+        magic = int(head[16])
+        if outcome == K.FRAMING_SHORT_BATCH:
+            reason = f"batch length {size} below the minimum 49"
+            err: CorruptSegmentError = CorruptSegmentError(reason)
+        elif magic > 2:
+            err = UnsupportedFormatError(f"unknown magic byte {magic} (size field {size})")
+        else:
+            err = CorruptSegmentError(f"entry size {size} below the minimum 14")
+        return self.fail(err, position, offset, seen)
+
+    def _is_zero(self, start: int, end: int) -> bool:
+        step = 4 * 1024 * 1024
+        while start < end:
+            block = self.source.read(start, min(step, end - start))
+            if block.shape[0] == 0:
+                return True
+            if block.any():
+                return False
+            start += block.shape[0]
+        return True
+
+    def _resync(self, position: int) -> int | None:
+        """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
+
+        If the damaged entry's size field leads to a valid entry (or exactly to the end), trust
+        it, unless valid entries found inside the damaged one chain exactly to that place (the
+        size field grew over whole entries). Otherwise take the first later position holding a
+        valid entry (see :meth:`_scan_for_entry`).
+        """
+        head = self.source.read(position, 12)
+        following = None
+        if head.shape[0] == 12:
+            claimed = position + 12 + be_int(head, 8, 12)
+            if claimed in (self.range_end, self.file_end) or (
+                position + 26 <= claimed < self.range_end and self._entry_is_valid(claimed)
+            ):
+                following = min(claimed, self.range_end)
+        candidate = self._scan_for_entry(position + 1, position, following)
+        if following is None:
+            return candidate
+        if candidate is not None and self._chain_reaches(candidate, following):
+            return candidate  # the size field skipped whole entries: it was the damage
+        return following if following < self.range_end else None
+
+    def _scan_for_entry(
+        self, start: int, damaged: int | None = None, stop: int | None = None
+    ) -> int | None:
+        """First position in [``start``, ``stop``) holding a well-framed entry with a valid
+        checksum whose offsets can follow the last good entry.
+
+        One that may be an inner message of the ``damaged`` entry, stored verbatim, must also
+        be followed by a valid entry. Others need no valid successor: it may be damaged too.
+        """
+        step = max(self.options.read_chunk_bytes, 1 << 20)
+        stop = self.range_end if stop is None else stop
+        while start < stop:
+            window = self.source.read(start, step + 64)
+            limit = min(window.shape[0], stop - start)
+            rel = 0
+            while rel < limit:
+                cand = int(K.find_entry_candidate(window, rel, limit))
+                if cand < 0:
+                    break
+                absolute = start + cand
+                if (
+                    self._entry_is_valid(absolute)
+                    and self._offsets_may_follow(absolute)
+                    and (
+                        damaged is None
+                        or not self._may_be_inner(absolute, damaged)
+                        or self._successor_is_valid(absolute)
+                    )
+                ):
+                    log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
+                    return absolute
+                rel = cand + 1
+            start += step
+        return None
+
+    def _may_be_inner(self, position: int, damaged: int) -> bool:
+        """Whether the legacy entry at ``position`` could be an inner message of a compressed
+        legacy wrapper at ``damaged``, stored verbatim (lz4/gzip stored blocks, snappy
+        literals). Neither the wrapper's size field (it may be the damage) nor the candidate's
+        offset field (the compressor may fold those 8 bytes into a match while the CRC-covered
+        rest stays literal) can rule that out, but the wrapper's checksum can: when its key and
+        value lengths give an extent its CRC checks, its inner messages all lie before that end
+        (see :meth:`_checked_legacy_end`)."""
+        outer = self.source.read(damaged, 18)
+        if outer.shape[0] < 18 or outer[16] > 1 or not 1 <= (outer[17] & 0x07) <= 3:
+            return False
+        if self._magic(position) >= 2:
+            return False
+        if self.checked_end is None or self.checked_end[0] != damaged:
+            # one CRC per damaged wrapper, however many candidates are weighed against it
+            self.checked_end = (damaged, self._checked_legacy_end(damaged))
+        end = self.checked_end[1]
+        return end is None or position < end
+
+    def _checked_legacy_end(self, position: int) -> int | None:
+        """Where the legacy message at ``position`` ends by its key and value lengths, if its
+        CRC checks over exactly those bytes; else None.
+
+        The CRC covers the magic byte through the end of the value but not the size field, so
+        a message whose only damage is its size field still proves its own extent this way
+        (a false match is a 2^-32 chance). O(1) reads plus one CRC over the message.
+        """
+        head = self.source.read(position, 30)
+        if head.shape[0] < 30 or head[16] > 1:
+            return None
+        at = 18 if head[16] == 0 else 26  # key length
+        key = be_int(head, at, at + 4)
+        if key < -1:
+            return None
+        at += 4 + max(key, 0)  # value length
+        field = self.source.read(position + at, 4)
+        if field.shape[0] < 4:
+            return None
+        value = be_int(field, 0, 4)
+        if value < -1:
+            return None
+        end = at + 4 + max(value, 0)  # the entry's length: 12 + size
+        if position + end > self.file_end or end > self.options.max_batch_bytes:
+            return None
+        if not has_valid_checksum(self.source.read(position, end)):
+            return None
+        return position + end
+
+    def _offset_field(self, position: int) -> int:
+        return be_int(self.source.read(position, 8), 0, 8)
+
+    def _magic(self, position: int) -> int:
+        return int(self.source.read(position + 16, 1)[0])
+
+    def _offsets_may_follow(self, position: int) -> bool:
+        """Whether the entry at ``position`` has offsets above the last good entry's and below
+        the next segment's base offset."""
+        head = self.source.read(position, 27)
+        last = be_int(head, 0, 8)
+        if int(head[16]) == 2:
+            last += be_int(head, 23, 27)
+        first = be_int(head, 0, 8)
+        next_base = self.task.next_base_offset
+        return first > self.last_offset() and (next_base is None or last < next_base)
+
+    def _successor_is_valid(self, position: int) -> bool:
+        """Whether the entry after the (valid) one at ``position`` is valid too, or the end.
+
+        One valid-looking entry is not enough: a damaged compressed wrapper can hold its inner
+        messages verbatim, each with a correct checksum.
+        """
+        head = self.source.read(position, 12)
+        following = position + 12 + be_int(head, 8, 12)
+        if following in (self.range_end, self.file_end):
+            return True
+        return self._entry_is_valid(following) or self._is_zero(following, self.file_end)
+
+    def _probe(self, position: int) -> EntryHead | None:
+        """The entry at ``position`` if a whole valid one starts there."""
+        return probe_entry(
+            self.source.read, position, self.file_end, max_bytes=self.options.max_batch_bytes
+        )
+
+    def _entry_is_valid(self, position: int) -> bool:
+        return self._probe(position) is not None

@@ -1,0 +1,188 @@
+"""Ranged reads of one ``.log`` file, with a read-ahead window.
+
+``SegmentSource.scan_window`` hands out windows from two reused buffers: one is being decoded
+while the next is read ahead into the other on a helper thread, which also frames it (the
+entry walk), checksums it and, for plain uncompressed batches, runs the record kernel (all of
+which release the GIL).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from kafka_segments_ds.errors import StorageError
+from kafka_segments_ds.reader.v2 import Predecoded, batch_checksums, predecode
+from kafka_segments_ds.records import kernels as K
+
+log = logging.getLogger(__name__)
+SHORT_READ_ATTEMPTS = 2
+_PREFETCH_POOL: ThreadPoolExecutor | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScannedWindow:
+    """A window with its entry framing (and, when read ahead, its batches' CRC-32C)."""
+
+    window: np.ndarray
+    positions: np.ndarray
+    magics: np.ndarray
+    outcome: int
+    stop: int
+    checksums: tuple[np.ndarray, np.ndarray] | None  # (v2 batch positions, computed CRC-32C)
+    predecoded: Predecoded | None = None  # record-kernel output (plain windows, read ahead)
+
+
+def frame_window(
+    window: np.ndarray, checksums: bool, pool: dict[str, np.ndarray] | None = None
+) -> ScannedWindow:
+    """Frame ``window``; on the read-ahead thread also checksum it and, given a row ``pool``,
+    run the record kernel over it (both release the GIL while the main thread works)."""
+    positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
+    sums = None
+    if checksums:
+        v2 = positions[magics == 2]
+        if v2.shape[0]:
+            ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
+            sums = (v2, batch_checksums(window, v2, ends))
+    ahead = predecode(window, positions, magics, pool) if pool is not None else None
+    return ScannedWindow(window, positions, magics, int(outcome), int(stop), sums, ahead)
+
+
+def _prefetch_pool() -> ThreadPoolExecutor:
+    global _PREFETCH_POOL
+    if _PREFETCH_POOL is None:
+        _PREFETCH_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafka-segments-read")
+    return _PREFETCH_POOL
+
+
+class SegmentSource:
+    """Ranged reads of one file.
+
+    ``scan_window`` hands out windows from two reused buffers: one is being decoded while the
+    next window is read ahead into the other (``prefetch``, on a helper thread; the read
+    releases the GIL). A window is fully copied out before the next ``scan_window`` call.
+    ``read`` returns independent bytes. Local files use ``os.pread`` rather than a memory
+    map: a map turns a concurrent truncation of the file into a SIGBUS.
+    """
+
+    def __init__(
+        self, filesystem: pafs.FileSystem, path: str, size: int, shown: str | None = None
+    ) -> None:
+        self.path = path
+        self.shown = path if shown is None else shown  # the path in messages
+        self.size = size
+        self._fd: int | None = None
+        self._file = None
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            self._fd = os.open(path, os.O_RDONLY)
+        else:
+            self._file = filesystem.open_input_file(path)
+        self._buffers = [bytearray(0), bytearray(0)]
+        # row arrays for windows decoded ahead, one set per buffer (see window.predecode)
+        self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
+        self.predecode = False
+        self._current = 0  # the buffer of the window handed out last
+        self._pending: tuple[int, int, Future[ScannedWindow]] | None = None
+
+    def _clip(self, position: int, length: int) -> int:
+        return max(0, min(length, self.size - position))
+
+    def read(self, position: int, length: int) -> np.ndarray:
+        length = self._clip(position, length)
+        if self._fd is not None:
+            return np.frombuffer(os.pread(self._fd, length, position), np.uint8)
+        return np.frombuffer(self._read_remote(position, length), np.uint8)
+
+    def _read_remote(self, position: int, length: int) -> bytes:
+        """A ranged read from an object store, checked for length: the listing said how big
+        the object is, so a shorter answer is a cut-off response, never the end of the data.
+        It is tried again once (pyarrow retries only failed requests, not short ones)."""
+        assert self._file is not None
+        got = b""
+        for _ in range(SHORT_READ_ATTEMPTS):
+            try:
+                got = self._file.read_at(length, position)
+            except OSError as err:
+                raise StorageError(
+                    f"reading {length} bytes failed: {err}", self.shown, position
+                ) from err
+            if len(got) == length:
+                return got
+            log.warning(
+                "%s: asked for %d bytes at byte %d, got %d; reading again",
+                self.shown,
+                length,
+                position,
+                len(got),
+            )
+        raise StorageError(
+            f"short read: asked for {length} bytes, got {len(got)} "
+            f"({SHORT_READ_ATTEMPTS} attempts)",
+            self.shown,
+            position,
+        )
+
+    def _fill(self, slot: int, position: int, length: int) -> np.ndarray:
+        if self._fd is None:
+            return self.read(position, length)
+        if len(self._buffers[slot]) < length:
+            self._buffers[slot] = bytearray(length)
+        buffer = self._buffers[slot]
+        view = memoryview(buffer)[:length]
+        got = 0
+        while got < length:  # pread may return short; 0 means the file shrank
+            n = os.preadv(self._fd, [view[got:]], position + got)
+            if n == 0:
+                break
+            got += n
+        return np.frombuffer(buffer, np.uint8, got)
+
+    def prefetch(self, position: int, length: int, checksums: bool) -> None:
+        """Start reading (and framing, and checksumming) the window ``scan_window(position,
+        length)`` will most likely ask for, on a helper thread: the kernels and crc32c release
+        the GIL, so this overlaps with decoding the current window."""
+        self._settle()
+        length = self._clip(position, length)
+        if length:
+            future = _prefetch_pool().submit(
+                self._scan, 1 - self._current, position, length, checksums
+            )
+            self._pending = (position, length, future)
+
+    def _scan(self, slot: int, position: int, length: int, checksums: bool) -> ScannedWindow:
+        pool = self._row_pools[slot] if self.predecode else None
+        return frame_window(self._fill(slot, position, length), checksums, pool)
+
+    def _settle(self) -> ScannedWindow | None:
+        """Wait for a read-ahead in flight (its buffer must be quiet); return its window."""
+        if self._pending is None:
+            return None
+        future = self._pending[2]
+        self._pending = None
+        try:
+            return future.result()
+        except OSError:
+            return None  # read again in the foreground, where the error is reported
+
+    def scan_window(self, position: int, length: int) -> ScannedWindow:
+        """The window at ``position`` (the read-ahead one if it matches), framed."""
+        length = self._clip(position, length)
+        pending = self._pending
+        ahead = self._settle()
+        self._current = 1 - self._current
+        if pending is not None and ahead is not None and pending[:2] == (position, length):
+            return ahead
+        return frame_window(self._fill(self._current, position, length), checksums=False)
+
+    def close(self) -> None:
+        self._settle()
+        if self._fd is not None:
+            os.close(self._fd)
+        if self._file is not None:
+            self._file.close()

@@ -1,0 +1,157 @@
+"""The task loop: execute one ScanTask, window by window, into Arrow record batches.
+
+The range is read in windows of ``readChunkBytes`` aligned to entry boundaries, so memory stays
+bounded whatever the segment size. Each window is framed (on the read-ahead thread when it was
+read ahead), decoded by the :class:`~kafka_segments_ds.reader.window.WindowDecoder`, and the
+first bad entry in it, if any, goes to the :class:`~kafka_segments_ds.reader.damage.DamagePolicy`,
+which raises or says where to go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from kafka_segments_ds import fs as kfs
+from kafka_segments_ds.errors import LimitExceededError
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.reader.damage import DamagePolicy, be_int
+from kafka_segments_ds.reader.rows import TaskBounds
+from kafka_segments_ds.reader.source import SegmentSource
+from kafka_segments_ds.reader.window import WindowDecoder
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.scan_task import ScanTask
+
+
+def read_task(
+    task: ScanTask,
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    filesystem: pafs.FileSystem | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Decode ``task`` into Arrow record batches with exactly ``columns``."""
+    if filesystem is None:
+        filesystem = task.filesystem
+    if filesystem is None:
+        filesystem, _ = kfs.resolve(task.segment.path, options.storage_options())
+    shown = kfs.display_path(filesystem, task.segment.path)
+    source = SegmentSource(filesystem, task.segment.path, task.segment.size, shown)
+    source.predecode = options.deep
+    try:
+        yield from _TaskReader(task, options, columns, source, shown).run()
+    finally:
+        source.close()
+
+
+class _TaskReader:
+    def __init__(
+        self,
+        task: ScanTask,
+        options: ReadOptions,
+        columns: tuple[str, ...],
+        source: SegmentSource,
+        shown: str,
+    ) -> None:
+        self.task = task
+        self.options = options
+        self.source = source
+        self.file_end = source.size
+        self.range_end = (
+            source.size if task.end_position is None else min(task.end_position, source.size)
+        )
+        self.decoder = WindowDecoder(
+            options,
+            TaskBounds(
+                task.topic,
+                task.partition,
+                shown,
+                task.start_offset,
+                task.end_offset,
+                task.min_max_timestamp,
+                task.aborted,
+                task.segment.base_offset,
+                task.next_base_offset,
+                task.include_control,
+            ),
+            columns,
+        )
+        self.damage = DamagePolicy(
+            task, options, source, shown, self.range_end, lambda: self.decoder.last_offset
+        )
+
+    # -- window loop -------------------------------------------------------------------------
+
+    def run(self) -> Iterator[pa.RecordBatch]:
+        pos = self.task.start_position
+        chunk = self.options.read_chunk_bytes
+        want = chunk
+        while pos < self.range_end:
+            scanned = self.source.scan_window(pos, want)
+            window, positions, magics = scanned.window, scanned.positions, scanned.magics
+            outcome, stop = scanned.outcome, scanned.stop
+            # entries must start inside the task's range
+            keep = positions + pos < self.range_end
+            reaches_end = not keep.all()
+            if reaches_end:
+                positions, magics = positions[keep], magics[keep]
+            next_pos = pos + stop
+            if (
+                (outcome == K.FRAMING_END or (outcome == K.FRAMING_PARTIAL and stop > 0))
+                and not reaches_end
+                and next_pos < self.range_end
+            ):
+                # the usual next window
+                self.source.prefetch(next_pos, chunk, self.options.verify_checksums)
+            if positions.shape[0]:
+                batch, fault = self.decoder.decode(
+                    window, pos, positions, magics, scanned.checksums, scanned.predecoded
+                )
+                if batch is not None and batch.num_rows:
+                    yield batch
+                if fault is not None:  # raises in FAILFAST mode
+                    rel = fault.position - pos
+                    size = be_int(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
+                    seen = window[rel : rel + 12 + max(size, 0)].tobytes()
+                    resume = self.damage.fail(fault.error, fault.position, fault.offset, seen)
+                    if resume is None:
+                        break
+                    pos, want = resume, chunk
+                    continue
+            if reaches_end or self.decoder.reached_end:
+                break
+            if next_pos >= self.range_end:
+                break
+            if outcome == K.FRAMING_END:
+                pos, want = next_pos, chunk
+            elif outcome == K.FRAMING_PARTIAL:
+                header = self.source.read(next_pos, 12)
+                size = be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
+                entry_len = 12 + size
+                if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
+                    if entry_len > self.options.max_batch_bytes:
+                        resume = self.damage.fail(
+                            LimitExceededError(
+                                f"entry of {entry_len} bytes exceeds maxBatchBytes "
+                                f"{self.options.max_batch_bytes}"
+                            ),
+                            next_pos,
+                        )
+                        if resume is None:
+                            break
+                        pos, want = resume, chunk
+                        continue
+                    pos, want = next_pos, max(chunk, entry_len)
+                    continue
+                resume = self.damage.past_eof(next_pos)
+                if resume is None:
+                    break
+                pos, want = resume, chunk
+            else:
+                resume = self.damage.bad_framing(
+                    next_pos, outcome, window[stop : stop + 17].tobytes()
+                )
+                if resume is None:
+                    break
+                pos, want = resume, chunk

@@ -1,0 +1,599 @@
+"""The v2 (magic 2) window decoder: a run of record batches -> row arrays, in stages.
+
+1. :func:`_select_batches` parses the headers, checks that offsets increase and stay inside the
+   segment, ends the run at ``end_offset`` and prunes batches before ``start_offset`` or older
+   than the time bound;
+2. :func:`_first_bad_batch` finds the first batch whose checksum or header fields are wrong
+   (nothing after it is decoded: the reader's damage policy decides what follows);
+3. :func:`_decompress_batches` decompresses compressed batches into the window's arena;
+4. :func:`_decode_records` runs the record kernel (or reuses what the read-ahead thread decoded);
+5. :func:`_keep_rows` / :func:`_shallow_rows` filter rows (control records, offset range,
+   aborted transactions) and :func:`_add_entries` records the batches' own fields.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from kafka_segments_ds.errors import (
+    ChecksumError,
+    CorruptSegmentError,
+    UnsupportedFormatError,
+)
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.reader.rows import (
+    ROW_FIELDS,
+    V2_OVERHEAD,
+    DecodeState,
+    Fault,
+    Parts,
+)
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.compression import decompress
+from kafka_segments_ds.records.crc_kernels import batch_crcs_serial
+
+# (status, errpos, rows, row0) of the record kernel over a run's first batches
+Decoded = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Predecoded:
+    """Record-kernel output for a window of uncompressed magic-2 batches, computed ahead."""
+
+    positions: np.ndarray
+    status: np.ndarray
+    errpos: np.ndarray
+    rows: dict[str, np.ndarray]
+    row0: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Run:
+    """The batches of a run left to decode, and what the order check saw before the cuts."""
+
+    positions: np.ndarray
+    h: np.ndarray  # parsed headers (kernels.H_* columns)
+    base_offsets: np.ndarray
+    all_positions: np.ndarray  # positions before the end_offset / pruning cuts ...
+    all_last: np.ndarray  # ... and their last offsets
+    order_fault: Fault | None
+
+
+def decode_v2_run(
+    state: DecodeState,
+    window: np.ndarray,
+    base: int,
+    positions: np.ndarray,
+    parts: Parts,
+    scratch_free: bool,
+    checksums: tuple[np.ndarray, np.ndarray] | None,
+    predecoded: Predecoded | None = None,
+) -> Fault | None:
+    """Decode the v2 batches at ``positions`` of ``window`` (file position ``base``) into
+    ``parts``, up to the first malformed one, which is returned."""
+    opts = state.options
+    run = _select_batches(state, window, base, positions)
+    n = run.positions.shape[0]
+    if n == 0:
+        return run.order_fault
+    h = run.h
+    ends = run.positions + h[:, K.H_LENGTH] + 12
+    # `cut` = index of the first bad batch
+    cut, errors = _first_bad_batch(opts, window, run.positions, h, ends, checksums)
+    src_start = run.positions + V2_OVERHEAD
+    src_end = ends.copy()
+    deep = opts.deep
+    if deep and cut:
+        cut = _decompress_batches(opts, window, h, src_start, src_end, parts, cut, errors)
+    decoded = None
+    fault_error: CorruptSegmentError | None = None
+    if deep and cut:
+        decoded = _reuse(predecoded, run.positions, cut)
+        if decoded is None:
+            decoded = _decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
+        cut, fault_error = _first_record_fault(window, decoded, src_start, cut)
+    if fault_error is None and cut < n:
+        fault_error = errors[cut]
+    if cut:
+        if decoded is not None:
+            _keep_rows(state, parts, h, cut, decoded[2], decoded[3])
+        elif not deep:
+            _shallow_rows(state, run.positions, h, cut, parts)
+        _add_entries(state, parts, base + run.positions[:cut], h[:cut])
+    if fault_error is None:
+        return run.order_fault
+    # the order check ran ahead: the offsets seen so far end before this fault
+    prior = np.flatnonzero(run.all_positions < run.positions[cut])
+    state.last_offset = int(run.all_last[prior[-1]]) if prior.shape[0] else state.last_offset_in
+    return Fault(base + int(run.positions[cut]), int(run.base_offsets[cut]), fault_error)
+
+
+# -- 1. which batches ---------------------------------------------------------------------
+
+
+def _select_batches(
+    state: DecodeState, window: np.ndarray, base: int, positions: np.ndarray
+) -> _Run:
+    """Headers of the run's batches, cut at the first one out of order (reported as the run's
+    ``order_fault``) and at ``end_offset``, pruned of batches that cannot hold wanted rows."""
+    b = state.bounds
+    h = K.parse_v2_headers(window, positions)
+    base_offsets = h[:, K.H_BASE_OFFSET]
+    last_offsets = base_offsets + h[:, K.H_LOD]
+    order_fault = _check_order(state, base, positions, base_offsets, last_offsets)
+    if order_fault is not None:
+        cut = int(np.searchsorted(positions, order_fault.position - base))
+        positions, h = positions[:cut], h[:cut]
+        base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
+    all_positions, all_last = positions, last_offsets
+    # offsets increase through a log: the first batch at/after end_offset ends the task
+    if b.end_offset is not None:
+        beyond = np.flatnonzero(base_offsets >= b.end_offset)
+        if beyond.shape[0]:
+            state.reached_end = True
+            cut = int(beyond[0])
+            positions, h = positions[:cut], h[:cut]
+            base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
+    keep = None
+    if b.start_offset is not None:
+        keep = last_offsets >= b.start_offset
+    if b.min_max_timestamp is not None:
+        late = h[:, K.H_MAX_TS] >= b.min_max_timestamp
+        keep = late if keep is None else keep & late
+    if keep is not None and not keep.all():
+        positions, h = positions[keep], h[keep]
+        base_offsets = base_offsets[keep]
+    return _Run(positions, h, base_offsets, all_positions, all_last, order_fault)
+
+
+def _check_order(
+    state: DecodeState,
+    base: int,
+    positions: np.ndarray,
+    base_offsets: np.ndarray,
+    last_offsets: np.ndarray,
+) -> Fault | None:
+    """Offsets must increase from entry to entry and stay inside the segment's range.
+
+    Advances ``last_offset`` over the good entries; returns the first bad one as a fault.
+    """
+    b = state.bounds
+    previous = np.empty_like(last_offsets)
+    previous[0] = state.last_offset
+    previous[1:] = last_offsets[:-1]
+    bad = (base_offsets <= previous) | (last_offsets < base_offsets)  # int64 overflow
+    if b.next_base is not None:
+        bad |= last_offsets >= b.next_base
+    found = np.flatnonzero(bad)
+    state.last_offset_in = state.last_offset
+    if found.shape[0] == 0:
+        state.last_offset = int(last_offsets[-1])
+        return None
+    i = int(found[0])
+    if i:
+        state.last_offset = int(last_offsets[i - 1])
+    first, last, prev = int(base_offsets[i]), int(last_offsets[i]), int(previous[i])
+    if last < first:
+        reason = f"lastOffsetDelta takes the offsets of batch {first} below it or past 2^63 - 1"
+    elif first <= prev:
+        reason = f"offsets not increasing: batch offsets {first}..{last} after offset {prev}"
+    else:
+        reason = f"batch offsets {first}..{last} reach the next segment's base offset {b.next_base}"
+    return Fault(base + int(positions[i]), first, CorruptSegmentError(reason))
+
+
+# -- 2. checksums and header fields -------------------------------------------------------
+
+
+def _first_bad_batch(
+    opts: ReadOptions,
+    window: np.ndarray,
+    positions: np.ndarray,
+    h: np.ndarray,
+    ends: np.ndarray,
+    checksums: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[int, dict[int, CorruptSegmentError]]:
+    """(index of the first bad batch or the run's length, the error at that index).
+
+    Checksums first: a damaged header field is reported as the checksum mismatch it is, and
+    nothing damaged gets decompressed.
+    """
+    n = positions.shape[0]
+    lengths = ends - positions
+    codecs = h[:, K.H_ATTRIBUTES] & 0x07
+    counts = h[:, K.H_COUNT]
+    cut = n
+    errors: dict[int, CorruptSegmentError] = {}
+    if opts.verify_checksums and cut:
+        actual = _lookup_checksums(checksums, positions[:cut])
+        if actual is None:
+            actual = batch_checksums(window, positions[:cut], ends[:cut])
+        stored = h[:cut, K.H_CRC]
+        bad = np.flatnonzero(actual != stored)
+        if bad.shape[0]:
+            i = int(bad[0])
+            cut = i
+            errors[i] = ChecksumError(
+                f"CRC-32C mismatch: stored {int(stored[i]):#010x}, computed {int(actual[i]):#010x}"
+            )
+    # structural checks, vectorised
+    for mask, make in (
+        (counts < 0, lambda i: CorruptSegmentError(f"negative record count {int(counts[i])}")),
+        (
+            h[:, K.H_LOD] < 0,
+            lambda i: CorruptSegmentError(f"negative lastOffsetDelta {int(h[i, K.H_LOD])}"),
+        ),
+        (
+            codecs > 4,
+            lambda i: UnsupportedFormatError(f"unknown compression codec id {int(codecs[i])}"),
+        ),
+        (
+            (codecs == 0) & (counts > (lengths - V2_OVERHEAD) // 7),
+            lambda i: CorruptSegmentError(
+                f"record count {int(counts[i])} cannot fit in {int(lengths[i]) - 61} bytes"
+            ),
+        ),
+    ):
+        bad = np.flatnonzero(mask[:cut])
+        if bad.shape[0]:
+            cut = int(bad[0])
+            errors[cut] = make(cut)
+    return cut, errors
+
+
+# -- 3. decompression ---------------------------------------------------------------------
+
+
+def _decompress_batches(
+    opts: ReadOptions,
+    window: np.ndarray,
+    h: np.ndarray,
+    src_start: np.ndarray,
+    src_end: np.ndarray,
+    parts: Parts,
+    cut: int,
+    errors: dict[int, CorruptSegmentError],
+) -> int:
+    """Decompress the compressed batches of [0, cut) into the arena and point their record
+    ranges (``src_start``/``src_end``) there; returns the new ``cut`` (a batch that does not
+    decompress is bad, its error in ``errors``)."""
+    codecs = h[:, K.H_ATTRIBUTES] & 0x07
+    compressed = np.flatnonzero(codecs[:cut] != 0)
+    if not compressed.shape[0]:
+        return cut
+    # one Python step per compressed batch (the codec call): keep it to plain ints
+    mv = window.data
+    run_arena: list[bytes] = []
+    address = parts.arena_base
+    done: list[int] = []
+    starts, stops = [], []
+    limit = opts.max_decompressed_bytes
+    for i, codec, begin, end, count in zip(
+        compressed.tolist(),
+        codecs[compressed].tolist(),
+        src_start[compressed].tolist(),
+        src_end[compressed].tolist(),
+        h[compressed, K.H_COUNT].tolist(),
+        strict=True,
+    ):
+        try:
+            data = decompress(codec, mv[begin:end], magic=2, max_bytes=limit)
+        except CorruptSegmentError as err:
+            cut = i
+            errors[i] = err
+            break
+        if count > len(data) // 7:
+            cut = i
+            errors[i] = CorruptSegmentError(
+                f"record count {count} cannot fit in {len(data)} decompressed bytes"
+            )
+            break
+        done.append(i)
+        starts.append(address)
+        address += len(data)
+        stops.append(address)
+        run_arena.append(data)
+    if done:
+        src_start[done] = starts
+        src_end[done] = stops
+        parts.to_arena_many(run_arena)
+    return cut
+
+
+# -- 4. records ---------------------------------------------------------------------------
+
+
+def _decode_records(
+    window: np.ndarray,
+    parts: Parts,
+    h: np.ndarray,
+    src_start: np.ndarray,
+    src_end: np.ndarray,
+    cut: int,
+    scratch_free: bool,
+) -> Decoded:
+    """Run the record kernel over batches [0, cut): (status, errpos, rows, row0)."""
+    counts = h[:cut, K.H_COUNT]
+    row0 = np.zeros(cut, np.int64)
+    np.cumsum(counts[:-1], out=row0[1:])
+    total = int(row0[-1] + counts[-1])
+    get = _scratch if scratch_free else (lambda _n, k: np.empty(k, np.int64))
+    r = {f: get(f, total) for f in ROW_FIELDS}
+    status = np.zeros(cut, np.int32)
+    errpos = np.zeros(cut, np.int64)
+    log_append = ((h[:cut, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8)
+    K.use_threads(int((src_end[:cut] - src_start[:cut]).sum()))
+    K.decode_v2_records(
+        window,
+        parts.arena_array(),
+        src_start[:cut],
+        src_end[:cut],
+        counts,
+        row0,
+        h[:cut, K.H_BASE_OFFSET],
+        h[:cut, K.H_BASE_TS],
+        h[:cut, K.H_MAX_TS],
+        log_append,
+        h[:cut, K.H_LOD],
+        r["offset"],
+        r["ts"],
+        r["ts_type"],
+        r["kpos"],
+        r["klen"],
+        r["vpos"],
+        r["vlen"],
+        r["hpos"],
+        r["hcount"],
+        status,
+        errpos,
+    )
+    return status, errpos, r, row0
+
+
+def _first_record_fault(
+    window: np.ndarray, decoded: Decoded, src_start: np.ndarray, cut: int
+) -> tuple[int, CorruptSegmentError | None]:
+    """The first batch of [0, cut) whose records did not decode, and why (else cut, None)."""
+    status, errpos = decoded[0], decoded[1]
+    failed = np.flatnonzero(status[:cut])
+    if not failed.shape[0]:
+        return cut, None
+    cut = int(failed[0])
+    where = "decompressed records" if src_start[cut] >= window.shape[0] else "records"
+    return cut, CorruptSegmentError(
+        f"{K.RECORD_ERRORS[int(status[cut])]} (byte "
+        f"{int(errpos[cut] - src_start[cut])} of the batch's {where})"
+    )
+
+
+def predecode(
+    window: np.ndarray, positions: np.ndarray, magics: np.ndarray, pool: dict[str, np.ndarray]
+) -> Predecoded | None:
+    """Run the record kernel over a window ahead of time (the reader's read-ahead thread).
+
+    Only for the plain case: every entry an uncompressed magic-2 batch with a plausible
+    header. Anything else returns None and is decoded by :func:`decode_v2_run`, which
+    also makes every check and decides what to keep. ``pool`` holds reusable row arrays.
+    """
+    n = positions.shape[0]
+    if n == 0 or not (magics == 2).all():
+        return None
+    h = K.parse_v2_headers(window, positions)
+    counts = h[:, K.H_COUNT]
+    lengths = h[:, K.H_LENGTH] + 12
+    if (
+        (h[:, K.H_ATTRIBUTES] & 0x07).any()
+        or (counts < 0).any()
+        or (h[:, K.H_LOD] < 0).any()
+        or (counts > (lengths - V2_OVERHEAD) // 7).any()
+    ):
+        return None
+    row0 = np.zeros(n, np.int64)
+    np.cumsum(counts[:-1], out=row0[1:])
+    total = int(row0[-1] + counts[-1])
+    rows = {}
+    for name in ROW_FIELDS:
+        buf = pool.get(name)
+        if buf is None or buf.shape[0] < total:
+            buf = pool[name] = np.empty(max(total, 1024) + (total >> 2), np.int64)
+        rows[name] = buf[:total]
+    status = np.zeros(n, np.int32)
+    errpos = np.zeros(n, np.int64)
+    start = positions + V2_OVERHEAD
+    K.use_threads(0)  # this runs beside the main thread: keep to one core
+    K.decode_v2_records(
+        window,
+        np.empty(0, np.uint8),
+        start,
+        positions + lengths,
+        counts,
+        row0,
+        h[:, K.H_BASE_OFFSET],
+        h[:, K.H_BASE_TS],
+        h[:, K.H_MAX_TS],
+        ((h[:, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8),
+        h[:, K.H_LOD],
+        rows["offset"],
+        rows["ts"],
+        rows["ts_type"],
+        rows["kpos"],
+        rows["klen"],
+        rows["vpos"],
+        rows["vlen"],
+        rows["hpos"],
+        rows["hcount"],
+        status,
+        errpos,
+    )
+    return Predecoded(positions, status, errpos, rows, row0)
+
+
+def _reuse(predecoded: Predecoded | None, positions: np.ndarray, cut: int) -> Decoded | None:
+    """The read-ahead's kernel output for batches [0, cut), if it decoded exactly these."""
+    if predecoded is None:
+        return None
+    n = positions.shape[0]
+    if n > predecoded.positions.shape[0] or not (predecoded.positions[:n] == positions).all():
+        return None
+    return (
+        predecoded.status[:cut],
+        predecoded.errpos[:cut],
+        predecoded.rows,
+        predecoded.row0[:cut],
+    )
+
+
+# -- 5. rows and entries ------------------------------------------------------------------
+
+
+def _keep_rows(
+    state: DecodeState,
+    parts: Parts,
+    h: np.ndarray,
+    cut: int,
+    r: dict[str, np.ndarray],
+    row0: np.ndarray,
+) -> None:
+    """Rows of the good batches [0, cut), filtered, appended to the window's parts."""
+    counts = h[:cut, K.H_COUNT]
+    total = int(row0[cut - 1] + counts[-1])
+    r = {f: a[:total] for f, a in r.items()}
+    keep = _row_filter(state, r["offset"], h[:cut], counts)
+    if state.want_entry:
+        r["entry"] = np.repeat(
+            np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64), counts
+        )
+    if keep is not None:
+        r = {f: a[keep] for f, a in r.items()}
+    # scratch arrays are reused by the next window: the Arrow build copies what it keeps
+    parts.rows.append(r)
+
+
+def _row_filter(
+    state: DecodeState, offsets: np.ndarray, h: np.ndarray, counts: np.ndarray
+) -> np.ndarray | None:
+    """Rows to keep (None = all): no control records, offset range, no aborted data."""
+    b = state.bounds
+    attrs = h[:, K.H_ATTRIBUTES]
+    keep = None
+    control = (attrs & 0x20) != 0
+    if control.any() and not b.include_control:
+        keep = ~np.repeat(control, counts)
+    if b.start_offset is not None and offsets.shape[0] and offsets[0] < b.start_offset:
+        low = offsets >= b.start_offset
+        keep = low if keep is None else keep & low
+    if b.end_offset is not None and offsets.shape[0] and offsets.max() >= b.end_offset:
+        high = offsets < b.end_offset
+        keep = high if keep is None else keep & high
+    if b.aborted:
+        txn = (attrs & 0x10) != 0
+        if txn.any():
+            pid = np.repeat(h[:, K.H_PRODUCER_ID], counts)
+            hit = np.repeat(txn, counts) & aborted_mask(pid, offsets, b.aborted)
+            keep = ~hit if keep is None else keep & ~hit
+    return keep
+
+
+def _shallow_rows(
+    state: DecodeState, positions: np.ndarray, h: np.ndarray, cut: int, parts: Parts
+) -> None:
+    """One row per good batch of [0, cut) (iteration=shallow): the batch's value bytes."""
+    h = h[:cut]
+    attrs = h[:, K.H_ATTRIBUTES]
+    r = {
+        "offset": h[:, K.H_BASE_OFFSET] + h[:, K.H_LOD],
+        "ts": h[:, K.H_MAX_TS].copy(),
+        "ts_type": ((attrs & 0x08) != 0).astype(np.int32),
+        "kpos": np.zeros(cut, np.int64),
+        "klen": np.full(cut, -1, np.int64),
+        "vpos": positions[:cut] + V2_OVERHEAD,
+        "vlen": h[:, K.H_LENGTH] + 12 - V2_OVERHEAD,
+        "hpos": np.zeros(cut, np.int64),
+        "hcount": np.zeros(cut, np.int64),
+    }
+    if state.want_entry:
+        r["entry"] = np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64)
+    b = state.bounds
+    if state.options.read_committed:
+        # what a read_committed consumer sees: no markers, no aborted batches
+        keep = (attrs & 0x20) == 0
+        if b.aborted:
+            txn = (attrs & 0x10) != 0
+            keep &= ~(txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET], b.aborted))
+        r = {f: a[keep] for f, a in r.items()}
+    parts.rows.append(r)
+
+
+def _add_entries(state: DecodeState, parts: Parts, positions: np.ndarray, h: np.ndarray) -> None:
+    """The good batches' own fields (for the metadata columns)."""
+    n = positions.shape[0]
+    if state.want_entry:
+        parts.entries.append(
+            {
+                "position": positions,
+                "magic": np.full(n, 2, np.int64),
+                "codec": h[:, K.H_ATTRIBUTES] & 0x07,
+                "base_offset": h[:, K.H_BASE_OFFSET],
+                "last_offset": h[:, K.H_BASE_OFFSET] + h[:, K.H_LOD],
+                "producer_id": h[:, K.H_PRODUCER_ID],
+                "producer_epoch": h[:, K.H_PRODUCER_EPOCH],
+                "base_sequence": h[:, K.H_BASE_SEQ],
+                "attributes": h[:, K.H_ATTRIBUTES],
+                "leader_epoch": h[:, K.H_EPOCH],
+            }
+        )
+    parts.entry_count += n
+
+
+def aborted_mask(
+    pid: np.ndarray, offsets: np.ndarray, aborted: tuple[tuple[int, int, int], ...]
+) -> np.ndarray:
+    """True where (producer, offset) lies in an aborted transaction's [first, last] span."""
+    spans = np.array(aborted, np.int64).reshape(-1, 3)
+    out = np.zeros(offsets.shape[0], bool)
+    for producer in np.unique(pid).tolist():
+        mine = spans[spans[:, 0] == producer]
+        if mine.shape[0] == 0:
+            continue
+        mine = mine[np.argsort(mine[:, 1], kind="stable")]
+        sel = pid == producer
+        off = offsets[sel]
+        k = np.searchsorted(mine[:, 1], off, side="right") - 1
+        out[sel] = (k >= 0) & (off <= mine[np.maximum(k, 0), 2])
+    return out
+
+
+_SCRATCH = threading.local()
+
+
+def _lookup_checksums(
+    checksums: tuple[np.ndarray, np.ndarray] | None, positions: np.ndarray
+) -> np.ndarray | None:
+    """Precomputed CRC-32C of the batches at ``positions``, if all of them were computed."""
+    if checksums is None:
+        return None
+    known, values = checksums
+    at = np.searchsorted(known, positions)
+    if at.shape[0] and (at[-1] >= known.shape[0] or not (known[at] == positions).all()):
+        return None
+    return values[at]
+
+
+def batch_checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """CRC-32C of each batch (bytes [21, end) of its entry)."""
+    out = np.empty(positions.shape[0], np.int64)
+    batch_crcs_serial(window, positions + 21, ends, out)
+    return out
+
+
+def _scratch(name: str, n: int) -> np.ndarray:
+    """A reusable int64 array of at least ``n`` (per thread; contents die with the window)."""
+    pool = _SCRATCH.__dict__.setdefault("pool", {})
+    buf = pool.get(name)
+    if buf is None or buf.shape[0] < n:
+        buf = np.empty(max(n, 1024) + (n >> 2), np.int64)
+        pool[name] = buf
+    return buf[:n]

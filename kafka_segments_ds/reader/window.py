@@ -1,0 +1,130 @@
+"""Decode one window of ``.log`` bytes (complete entries) into one Arrow record batch.
+
+The window decoder never applies a damage policy: it decodes entries in file order up to the
+first malformed one and reports that one as a :class:`Fault`; the task loop
+(:mod:`kafka_segments_ds.reader.task`) hands it to the damage policy
+(:mod:`kafka_segments_ds.reader.damage`), which raises or resynchronises after it.
+
+A window is cut into runs of v2 batches (:mod:`~kafka_segments_ds.reader.v2`) and legacy
+messages (:mod:`~kafka_segments_ds.reader.legacy`); their rows go to the Arrow column builders
+(:mod:`~kafka_segments_ds.reader.columns`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_segments_ds.errors import CorruptSegmentError
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.reader.columns import ColumnBuilder
+from kafka_segments_ds.reader.legacy import decode_legacy_run
+from kafka_segments_ds.reader.rows import (
+    ENTRY_FIELDS,
+    ROW_FIELDS,
+    DecodeState,
+    Fault,
+    Parts,
+    TaskBounds,
+    merged,
+)
+from kafka_segments_ds.reader.v2 import Predecoded, decode_v2_run
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.schema import BY_NAME
+
+
+class WindowDecoder:
+    """Decodes windows of one task; keeps scratch buffers between windows."""
+
+    def __init__(self, options: ReadOptions, bounds: TaskBounds, columns: tuple[str, ...]):
+        self.options = options
+        self.bounds = bounds
+        self.columns = columns
+        # batch-level metadata columns need each row's entry ("segment" is per task)
+        want_entry = any(BY_NAME[c].group == "metadata" and c != "segment" for c in columns)
+        self.state = DecodeState(options, bounds, want_entry, bounds.segment_base - 1)
+        self.builder = ColumnBuilder(columns, bounds)
+
+    @property
+    def reached_end(self) -> bool:
+        """Whether an entry at or past the task's end_offset was seen."""
+        return self.state.reached_end
+
+    @property
+    def last_offset(self) -> int:
+        """The last offset of the last good entry (offsets strictly increase through a log)."""
+        return self.state.last_offset
+
+    def decode(
+        self,
+        window: np.ndarray,
+        base: int,
+        positions: np.ndarray,
+        magics: np.ndarray,
+        checksums: tuple[np.ndarray, np.ndarray] | None = None,
+        predecoded: Predecoded | None = None,
+    ) -> tuple[pa.RecordBatch | None, Fault | None]:
+        """Decode the complete entries at ``positions`` of ``window`` (file position ``base``).
+
+        ``checksums`` may carry CRC-32C values already computed for magic-2 batches (by
+        position), and ``predecoded`` the record kernel's output, as the reader's read-ahead
+        computes them.
+        """
+        state = self.state
+        parts = Parts(window.shape[0])
+        fault: Fault | None = None
+        run_bounds = _runs(magics)
+        scratch_free = len(run_bounds) == 1
+        outlier = int(
+            K.first_offset_outlier(
+                K.entry_last_offsets(window, positions, magics), state.last_offset
+            )
+        )
+        if outlier >= 0:
+            # decode up to the outlier, then report it (the reader resumes after it)
+            p = int(positions[outlier])
+            offset = int.from_bytes(window[p : p + 8].tobytes(), "big", signed=True)
+            outlier_fault = Fault(
+                base + p,
+                offset,
+                CorruptSegmentError(
+                    "offset out of order with the entries around it (damaged offset field)"
+                ),
+            )
+            run_bounds = [(s, min(e, outlier), v) for s, e, v in run_bounds if s < outlier]
+        for start, end, is_v2 in run_bounds:
+            run = positions[start:end]
+            if is_v2:
+                fault = decode_v2_run(
+                    state, window, base, run, parts, scratch_free, checksums, predecoded
+                )
+            else:
+                fault = decode_legacy_run(state, window, base, run, parts)
+            if fault is not None or state.reached_end:
+                break
+        if fault is None and not state.reached_end and outlier >= 0:
+            fault = outlier_fault
+        if not parts.rows:
+            return None, fault
+        rows = merged(ROW_FIELDS + (("entry",) if state.want_entry else ()), parts.rows)
+        entries = merged(ENTRY_FIELDS, parts.entries) if state.want_entry else {}
+        if rows["offset"].shape[0] == 0:
+            return None, fault
+        return self.builder.build(window, parts.arena_array(), rows, entries), fault
+
+
+def _runs(magics: np.ndarray) -> list[tuple[int, int, bool]]:
+    """(start, end, is_v2) of the runs of v2 / legacy entries, in order."""
+    n = magics.shape[0]
+    if n and (magics == 2).all():
+        return [(0, n, True)]
+    runs = []
+    idx = 0
+    while idx < n:
+        end = idx
+        is_v2 = magics[idx] == 2
+        while end < n and (magics[end] == 2) == is_v2:
+            end += 1
+        runs.append((idx, end, bool(is_v2)))
+        idx = end
+    return runs
