@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -19,6 +20,8 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 import kafka_segments_ds
+from kafka_segments_ds.errors import CorruptSegmentError, LimitExceededError
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.records.legacy import LOG_ENTRY
 from kafka_segments_ds.schema import TIMESTAMP_TYPE
 
@@ -28,6 +31,7 @@ CASES = Path(__file__).parent / "data" / "regressions" / "dropmalformed"
 SEGMENT = "00000000000000000000"
 COLUMNS = ["offset", "timestamp", "timestampType", "key", "value", "position"]
 SNAPPY, LZ4 = 2, 3
+T0 = 1_700_000_000_000
 
 # case: (extra read options, positions of the intact entries returned, the offsets returned)
 REGRESSIONS: dict[int, tuple[dict[str, Any], list[int], list[int]]] = {
@@ -121,3 +125,85 @@ def test_no_row_from_inside_a_damaged_wrapper(tmp_path: Path, codec: int, follow
     )
     assert _rows(got) == (oracle_rows(log, [len(damaged)]) if followed else [])
     assert got.column("offset").to_pylist() == ([2, 3] if followed else [])
+
+
+# -- a v2 batch that contradicts itself never moves the ordering on ---------------------------
+
+
+def _batch(base: int, n: int, *, deltas: list[int] | None = None, lod: int | None = None) -> bytes:
+    specs = [
+        RecordSpec(b"v%d" % (base + i), key=b"k", timestamp=T0 + i, offset_delta=d)
+        for i, d in enumerate(deltas or [None] * n)
+    ]
+    return encode_batch(specs, base_offset=base, last_offset_delta=lod)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "message"),
+    [
+        ([0, 5, 5], "record offset delta not increasing or beyond lastOffsetDelta"),
+        ([0, 1, 101], "record offset delta not increasing or beyond lastOffsetDelta"),
+    ],
+)
+def test_self_contradicting_batch_is_dropped_whole(
+    tmp_path: Path, deltas: list[int], message: str
+) -> None:
+    # the bad batch claims offsets 2..102 in its header; its records disagree with it
+    good, bad, after = _batch(0, 2), _batch(2, 3, deltas=deltas, lod=100), _batch(3, 2)
+    path = _write_log(tmp_path, good + bad + after)
+    with pytest.raises(CorruptSegmentError, match=message) as info:
+        kafka_segments_ds.read_table(path)
+    assert (info.value.position, info.value.offset) == (len(good), 2)
+    got = kafka_segments_ds.read_table(path, mode="DROPMALFORMED")
+    assert got.column("offset").to_pylist() == [0, 1, 3, 4]
+
+
+# -- size bounds: every entry, wherever it sits in a read window ------------------------------
+
+
+def _write_log(tmp_path: Path, data: bytes) -> str:
+    partition = tmp_path / "t-0"
+    partition.mkdir(exist_ok=True)
+    path = partition / f"{SEGMENT}.log"
+    path.write_bytes(data)
+    return str(path)
+
+
+def _big_and_small(tmp_path: Path) -> tuple[str, list[int], list[int], list[int]]:
+    """Small batches with 9.4 KB batches between them: (path, positions of the big ones,
+    offsets of the small ones, record count of each big one)."""
+    entries, big, small, positions, offset = [], [], [], [], 0
+    for i in range(12):
+        if i % 3 == 1:
+            specs = [RecordSpec(bytes(940) + b"%d" % j, timestamp=T0) for j in range(10)]
+            positions.append(sum(map(len, entries)))
+            big.append(len(specs))
+        else:
+            specs = [RecordSpec(b"small-%d" % j, timestamp=T0) for j in range(2)]
+            small.extend(range(offset, offset + len(specs)))
+        entries.append(encode_batch(specs, base_offset=offset))
+        offset += len(specs)
+    return _write_log(tmp_path, b"".join(entries)), positions, small, big
+
+
+@pytest.mark.parametrize("chunk", [4096, 20_000, 1 << 20])
+def test_max_batch_bytes_holds_for_every_batch(
+    tmp_path: Path, chunk: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, positions, small, big = _big_and_small(tmp_path)
+    with pytest.raises(LimitExceededError) as info:
+        kafka_segments_ds.read_table(path, maxBatchBytes=5000, readChunkBytes=chunk)
+    err = info.value
+    assert (err.position, err.offset) == (positions[0], 2)
+    assert re.search(r"entry of 9\d{3} bytes exceeds maxBatchBytes 5000", str(err))
+    caplog.set_level(logging.WARNING, logger="kafka_segments_ds")
+    got = kafka_segments_ds.read_table(
+        path, maxBatchBytes=5000, readChunkBytes=chunk, mode="DROPMALFORMED"
+    )
+    assert got.column("offset").to_pylist() == small
+    summaries = [r.getMessage() for r in caplog.records if "DROPMALFORMED" in r.getMessage()]
+    assert summaries == [
+        f"{path}: DROPMALFORMED dropped {len(positions)} malformed entries ({len(positions)} "
+        f"batches, 0 legacy messages) holding {sum(big)} records, and skipped 0 bytes that "
+        "frame no entry"
+    ]

@@ -29,7 +29,7 @@ from kafka_segments_ds.records.batches import (
     has_valid_checksum,
     probe_entry,
 )
-from kafka_segments_ds.records.checksums import crc32c
+from kafka_segments_ds.records.checksums import crc32c_update
 from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
 from kafka_segments_ds.scan_task import ScanTask
 
@@ -315,13 +315,16 @@ class DamagePolicy:
         if following - position > min(PROOF_SCAN_BYTES, self.options.max_batch_bytes):
             return None
         data = self.source.read(position, following - position)
+        view = data.data
         stored = int.from_bytes(head[17:21].tobytes(), "big")
         rel = 61  # a batch is at least its 61-byte header
+        crc, done = 0, 21  # CRC-32C of bytes [21, done), carried from candidate to candidate
         while rel < data.shape[0]:
             cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
             if cand < 0:
                 return None
-            if crc32c(data[21:cand].tobytes()) == stored and self._entry_is_valid(position + cand):
+            crc, done = crc32c_update(view[done:cand], crc), cand
+            if crc == stored and self._entry_is_valid(position + cand):
                 return position + cand
             rel = cand + 1
         return None
