@@ -207,3 +207,33 @@ def test_max_batch_bytes_holds_for_every_batch(
         f"batches, 0 legacy messages) holding {sum(big)} records, and skipped 0 bytes that "
         "frame no entry"
     ]
+
+
+# -- a size field grown over whole entries: the entry's own CRC proves where it ends ---------
+
+
+@pytest.mark.parametrize("kind", ["v2", "legacy-wrapper"])
+@pytest.mark.parametrize("content_damaged", [False, True], ids=["size-only", "size-and-content"])
+def test_grown_size_field_is_proven_by_the_entrys_own_checksum(
+    tmp_path: Path, kind: str, content_damaged: bool
+) -> None:
+    if kind == "v2":
+        entries = [_batch(0, 2), _batch(2, 3), _batch(5, 1), _batch(6, 2)]
+    else:
+        rng = random.Random("grown")
+        entries = [kafka_python_wrapper(SNAPPY, first, [40, 50], rng) for first in (0, 2, 4, 6)]
+    grown = bytearray(entries[0])
+    struct.pack_into(">i", grown, 8, len(entries[0]) - 12 + len(entries[1]))  # covers entry 1
+    if content_damaged:
+        grown[-2] ^= 0x41
+    path = _write_log(tmp_path, bytes(grown) + b"".join(entries[1:]))
+    with pytest.raises(CorruptSegmentError) as info:
+        kafka_segments_ds.read_table(path)
+    assert info.value.position == 0
+    got = kafka_segments_ds.read_table(path, mode="DROPMALFORMED")
+    # Entry 0 (its size field is damaged) is dropped. Entry 1 lies inside its declared
+    # extent: entry 0's CRC over its true extent proves it an entry of its own; when entry 0's
+    # content is damaged too nothing can (RELIABILITY R3b) and it is skipped with entry 0.
+    first_kept = 5 if kind == "v2" else 4
+    want = list(range(first_kept if content_damaged else 2, 8))
+    assert got.column("offset").to_pylist() == want
