@@ -37,7 +37,7 @@ import pyarrow as pa
 import kafka_segments_ds
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, KafkaSegmentsError
-from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.checksums import crc32
 
 from .corpus import MAX_DECOMPRESSED, SEED_NAMES, Row, build_seed, reference_or_none
@@ -194,7 +194,11 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     for other in others:
         allowed.update(other.rows)
     valid_starts = {p for piece, p in zip(m.pieces, starts, strict=True) if piece.intact}
-    valid_starts.update(o.position for o in others)
+    # what the reader calls a valid entry: plausible framing and a matching checksum (checked
+    # whatever verifyChecksums says)
+    valid_starts.update(
+        o.position for o in others if has_valid_checksum(as_array(data[o.position : o.end]))
+    )
     first_damage = len(data)
     after_wrapper = False  # a damaged wrapper whose size field is damaged too came
     hidden: set[int] = set()
