@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pyarrow as pa
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
@@ -138,18 +139,30 @@ def _batch(base: int, n: int, *, deltas: list[int] | None = None, lod: int | Non
     return encode_batch(specs, base_offset=base, last_offset_delta=lod)
 
 
+def _with_count(batch: bytes, count: int) -> bytes:
+    """``batch`` with its recordCount field changed and its CRC-32C recomputed."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, 57, count)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
 @pytest.mark.parametrize(
-    ("deltas", "message"),
+    ("deltas", "count", "message"),
     [
-        ([0, 5, 5], "record offset delta not increasing or beyond lastOffsetDelta"),
-        ([0, 1, 101], "record offset delta not increasing or beyond lastOffsetDelta"),
+        ([0, 5, 5], None, "record offset delta not increasing or beyond lastOffsetDelta"),
+        ([0, 1, 101], None, "record offset delta not increasing or beyond lastOffsetDelta"),
+        ([0, 1, 2], 2, "bytes left over after the declared record count"),
+        ([0, 1, 2], 4, "varint runs past the end of its record"),
     ],
 )
 def test_self_contradicting_batch_is_dropped_whole(
-    tmp_path: Path, deltas: list[int], message: str
+    tmp_path: Path, deltas: list[int], count: int | None, message: str
 ) -> None:
     # the bad batch claims offsets 2..102 in its header; its records disagree with it
     good, bad, after = _batch(0, 2), _batch(2, 3, deltas=deltas, lod=100), _batch(3, 2)
+    if count is not None:
+        bad = _with_count(bad, count)
     path = _write_log(tmp_path, good + bad + after)
     with pytest.raises(CorruptSegmentError, match=message) as info:
         kafka_segments_ds.read_table(path)
