@@ -2,7 +2,7 @@
 row inside a damaged compressed wrapper (issue 12).
 
 Expected rows come from kafka-python (an independent decoder) reading the intact entries on
-their own; offsets and entry positions are pinned as literals.
+their own (tests marked ``crosscheck``); offsets and entry positions are pinned as literals.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from kafka_segments_ds.errors import CorruptSegmentError, LimitExceededError
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.records.legacy import LOG_ENTRY
 from kafka_segments_ds.schema import TIMESTAMP_TYPE
-
-pytestmark = pytest.mark.crosscheck
 
 CASES = Path(__file__).parent / "data" / "regressions" / "dropmalformed"
 SEGMENT = "00000000000000000000"
@@ -76,6 +74,7 @@ def _quiet(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR, logger="kafka_segments_ds")
 
 
+@pytest.mark.crosscheck
 @pytest.mark.parametrize("case", sorted(REGRESSIONS))
 def test_dropmalformed_returns_exactly_the_intact_entries(tmp_path: Path, case: int) -> None:
     options, positions, offsets = REGRESSIONS[case]
@@ -110,6 +109,7 @@ def kafka_python_wrapper(codec: int, first: int, sizes: list[int], rng: random.R
     return bytes(data)
 
 
+@pytest.mark.crosscheck
 @pytest.mark.parametrize("codec", [SNAPPY, LZ4], ids=["snappy", "lz4"])
 @pytest.mark.parametrize("followed", [True, False], ids=["followed", "at-the-end"])
 def test_no_row_from_inside_a_damaged_wrapper(tmp_path: Path, codec: int, followed: bool) -> None:
@@ -225,6 +225,7 @@ def test_max_batch_bytes_holds_for_every_batch(
 # -- a size field grown over whole entries: the entry's own CRC proves where it ends ---------
 
 
+@pytest.mark.crosscheck
 @pytest.mark.parametrize("kind", ["v2", "legacy-wrapper"])
 @pytest.mark.parametrize("content_damaged", [False, True], ids=["size-only", "size-and-content"])
 def test_grown_size_field_is_proven_by_the_entrys_own_checksum(
