@@ -150,14 +150,20 @@ class DamagePolicy:
 
         With ``preallocate=true`` a broker writes into a zero-filled file, so a copy (or a read)
         taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
-        is the end of the data, not damage.
+        is the end of the data, not damage. Not when a valid entry starts inside the bad one
+        and runs past its end: past a torn write nothing was ever written, so such an entry's
+        trailing zeros are its own data and the bad entry's size field is the damage.
         """
         head = self.source.read(position, 17)
         if head.shape[0] < 17:
             return False
         size = be_int(head, 8, 12)
         end = position + 12 + (size if size >= 14 else 0)
-        if end < self.file_end and self._is_zero(end, self.file_end):
+        if (
+            end < self.file_end
+            and self._is_zero(end, self.file_end)
+            and not self._entry_straddles(position, end)
+        ):
             log.info(
                 "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
                 self.shown,
@@ -165,6 +171,20 @@ class DamagePolicy:
                 err,
             )
             return True
+        return False
+
+    def _entry_straddles(self, position: int, end: int) -> bool:
+        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``."""
+        data = self.source.read(position, end - position)
+        rel = 1
+        while rel < data.shape[0]:
+            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
+            if cand < 0:
+                return False
+            entry = self._probe(position + cand)
+            if entry is not None and position + cand + entry.length > end:
+                return True
+            rel = cand + 1
         return False
 
     def _changed_since_read(self, position: int, seen: bytes | None) -> bool:
