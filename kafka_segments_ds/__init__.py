@@ -172,7 +172,12 @@ def read_table(
 def write_table(
     data: Any, path: str | os.PathLike[str], *, mode: str = "append", **options: Any
 ) -> None:
-    """Write Arrow data as Kafka log segments; see :func:`kafka_segments_ds.writer.write_table`."""
+    """Write Arrow data as Kafka log segments; see :func:`kafka_segments_ds.writer.write_table`.
+
+    ``data``: a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatch, a
+    pandas DataFrame, or any object with ``__arrow_c_stream__``; anything else is refused with
+    :class:`InvalidInputError` before the target is touched.
+    """
     from kafka_segments_ds.writer import write_table as write
 
     write(data, path, mode=mode, **options)

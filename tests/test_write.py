@@ -539,3 +539,186 @@ def test_magic0_wrappers_keep_the_compression_level_through_the_commit(tmp_path:
         sizes[level] = (target / "t-0" / "00000000000000000000.log").stat().st_size
         assert read_table(target).column("value").to_pylist() == table.column("value").to_pylist()
     assert sizes[9] < sizes[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Partition counts stay fixed; failed jobs leave no directory; accepted inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _key_partitions(table: pa.Table) -> dict[bytes, set[int]]:
+    by_key: dict[bytes, set[int]] = {}
+    for key, partition in rows(table, "key", "partition"):
+        if key is not None:
+            by_key.setdefault(key, set()).add(partition)
+    return by_key
+
+
+def test_num_partitions_other_than_the_topics_count_is_refused(tmp_path: Path) -> None:
+    write_table(records(60), tmp_path, topic="t", numPartitions=3)
+    before = listing(tmp_path)
+    with pytest.raises(
+        InvalidOptionError,
+        match=r"topic 't' has 3 partitions, numPartitions is 2: Kafka never shrinks a topic",
+    ):
+        write_table(records(60, start=60), tmp_path, topic="t", numPartitions=2)
+    with pytest.raises(
+        InvalidOptionError,
+        match=r"topic 't' has 3 partitions, numPartitions is 5: .*set growPartitions=true",
+    ):
+        write_table(records(60, start=60), tmp_path, topic="t", numPartitions=5)
+    with pytest.raises(InvalidOptionError, match="has 3 partitions, numPartitions is 2"):
+        write_table(  # the same when the topic comes from a column (found by the task)
+            records(5).append_column("topic", pa.array(["t", "u", "t", "u", "u"])),
+            tmp_path,
+            numPartitions=2,
+        )
+    with pytest.raises(InvalidOptionError, match="growPartitions=true needs numPartitions"):
+        write_table(records(5), tmp_path, topic="t", growPartitions=True)
+    assert listing(tmp_path) == before
+    # without numPartitions (or with the same count) a key stays in its partition
+    write_table(records(60, start=60), tmp_path, topic="t")
+    write_table(records(60, start=120), tmp_path, topic="t", numPartitions=3)
+    got = read_table(tmp_path)
+    assert got.num_rows == 180
+    assert sorted(os.listdir(tmp_path)) == ["t-0", "t-1", "t-2"]
+    assert all(len(parts) == 1 for parts in _key_partitions(got).values())
+
+
+def test_growing_a_topic_is_an_explicit_choice(tmp_path: Path) -> None:
+    write_table(records(30), tmp_path, topic="t", numPartitions=2)
+    with pytest.raises(InvalidOptionError, match="has 2 partitions, numPartitions is 1"):
+        write_table(records(3), tmp_path, topic="t", numPartitions=1, growPartitions=True)
+    write_table(records(30, start=30), tmp_path, topic="t", numPartitions=4, growPartitions="true")
+    assert sorted(os.listdir(tmp_path)) == ["t-0", "t-1", "t-2", "t-3"]
+    assert read_table(tmp_path).num_rows == 60
+    # overwrite replaces the topic: any count goes
+    write_table(records(4), tmp_path, mode="overwrite", topic="t", numPartitions=1)
+    assert sorted(os.listdir(tmp_path)) == ["t-0"]
+    assert read_table(tmp_path).column("offset").to_pylist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("existing", "options", "partition", "message"),
+    [
+        (None, {"numPartitions": 2}, 5, r"row 1: partition 5 is outside topic 't''s 2 partitions"),
+        (None, {"numPartitions": 2}, 2, r"partition 2 is outside .* \(0\.\.1, numPartitions\)"),
+        (3, {}, 3, r"partition 3 is outside topic 't''s 3 partitions \(0\.\.2, the topic's"),
+        (3, {"numPartitions": 3}, 7, r"partition 7 is outside topic 't''s 3 partitions"),
+    ],
+)
+def test_partition_value_outside_the_topics_count_is_refused(
+    tmp_path: Path, existing: int | None, options: dict, partition: int, message: str
+) -> None:
+    if existing is not None:
+        write_table(records(10), tmp_path, topic="t", numPartitions=existing)
+    before = listing(tmp_path)
+    table = pa.table({"value": [b"a", b"b"], "partition": pa.array([0, partition], pa.int32())})
+    with pytest.raises(InvalidInputError, match=message):
+        write_table(table, tmp_path, topic="t", **options)
+    assert listing(tmp_path) == before
+    assert sorted(os.listdir(tmp_path)) == sorted({p.split("/")[0] for p in before})
+
+
+def test_failed_jobs_leave_no_new_directory(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "kafka-logs"
+    with pytest.raises(RuntimeError, match="task failed mid-write"):
+        write_table(_failing_batches(records(1000), 3), target, topic="t")
+    with pytest.raises(InvalidInputError, match="column 'value' must be binary or string"):
+        write_table(pa.table({"value": [1, 2]}), target, topic="t")
+    with pytest.raises(InvalidInputError, match=r"partition 9 is outside"):
+        write_table(
+            pa.table({"value": [b"v"], "partition": [9]}), target, topic="t", numPartitions=2
+        )
+    assert os.listdir(tmp_path) == []
+    # an existing, empty target stays (only what the job created goes)
+    target.mkdir(parents=True)
+    with pytest.raises(RuntimeError):
+        write_table(_failing_batches(records(1000), 3), target, topic="t")
+    assert os.listdir(target) == []
+
+
+def test_failed_commit_before_the_journal_leaves_no_new_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full while writing the journal")
+
+    monkeypatch.setattr(commit_module, "_write_journal", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_table(records(10), tmp_path / "logs", topic="t")
+    assert os.listdir(tmp_path) == []
+
+
+def test_spark_abort_removes_the_directory_the_job_created(tmp_path: Path) -> None:
+    # the driver side of df.write: writer() prepares the job, Spark calls abort() on failure
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kafka_segments_ds.datasource import KafkaSegmentsDataSource
+
+    target = tmp_path / "spark" / "logs"
+    source = KafkaSegmentsDataSource({"path": str(target), "topic": "t"})
+    writer = source.writer(StructType([StructField("value", BinaryType())]), False)
+    assert target.is_dir()  # the staging directory lives inside the target
+    writer.abort([])
+    assert os.listdir(tmp_path) == []
+
+
+class _StreamOnly:
+    """An object that only speaks the Arrow PyCapsule stream protocol."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self._table.__arrow_c_stream__(requested_schema)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda t: t, id="table"),
+        pytest.param(lambda t: t.to_batches(max_chunksize=3)[0], id="record-batch"),
+        pytest.param(
+            lambda t: pa.RecordBatchReader.from_batches(t.schema, t.to_batches(4)), id="reader"
+        ),
+        pytest.param(lambda t: iter(t.to_batches(max_chunksize=4)), id="iterator"),
+        pytest.param(_StreamOnly, id="arrow-c-stream"),
+    ],
+)
+def test_accepted_inputs(tmp_path: Path, make) -> None:  # type: ignore[no-untyped-def]
+    table = records(10)
+    data = make(table)
+    write_table(data, tmp_path, topic="t")
+    expected = 3 if isinstance(data, pa.RecordBatch) else 10
+    got = read_table(tmp_path)
+    assert rows(got, "key", "value") == rows(table.slice(0, expected), "key", "value")
+
+
+def test_pandas_dataframe_is_written_without_its_index(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"key": [b"a", None, b"c"], "value": ["x", "y", "z"]}, index=[7, 8, 9])
+    write_table(frame, tmp_path, topic="t")
+    got = read_table(tmp_path)
+    assert rows(got, "offset", "key", "value") == [
+        (0, b"a", b"x"),
+        (1, None, b"y"),
+        (2, b"c", b"z"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("value", r"write_table cannot write a str; give it a pyarrow.Table"),
+        (b"value", r"cannot write a bytes"),
+        ({"value": [b"a"]}, r"cannot write a dict; .*__arrow_c_stream__"),
+        (42, r"cannot write a int"),
+        (["value"], r"item 0 of the iterable is a str, not a pyarrow.RecordBatch"),
+    ],
+)
+def test_other_inputs_are_refused_clearly(tmp_path: Path, data: object, message: str) -> None:
+    target = tmp_path / "logs"
+    with pytest.raises(InvalidInputError, match=message):
+        write_table(data, target, topic="t")
+    assert not target.exists()

@@ -23,11 +23,20 @@ from kafka_segments_ds.errors import (
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryHead, has_valid_checksum, probe_entry
+from kafka_segments_ds.records.batches import (
+    EntryHead,
+    decode_entry_head,
+    has_valid_checksum,
+    probe_entry,
+)
+from kafka_segments_ds.records.checksums import crc32c_update
+from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
 from kafka_segments_ds.scan_task import ScanTask
 
 log = logging.getLogger(__name__)
 MAX_REREADS = 8  # entries read again because their bytes changed, per task
+DETAILED_DROPS = 10  # dropped entries logged one by one (WARNING) per task; then INFO
+PROOF_SCAN_BYTES = 64 << 20  # the most of a damaged entry searched for its own true end
 
 
 def be_int(buf: np.ndarray, start: int, stop: int) -> int:
@@ -56,6 +65,7 @@ class DamagePolicy:
         self.last_offset = last_offset  # the last offset of the last good entry, as decoded
         self.rereads = 0
         self.checked_end: tuple[int, int | None] | None = None  # _may_be_inner's last wrapper
+        self.dropped = DropCount()
 
     def fail(
         self,
@@ -83,22 +93,77 @@ class DamagePolicy:
         )
         if not self.options.drop_malformed:
             raise located from err
-        log.warning("dropping malformed entry: %s", located)
-        return self._resync(position)
+        self.dropped.entries += 1
+        level = logging.WARNING if self.dropped.entries <= DETAILED_DROPS else logging.INFO
+        log.log(level, "dropping malformed entry: %s", located)
+        resume = self._resync(position)
+        self._count_drop(position, resume)
+        return resume
+
+    def _count_drop(self, position: int, resume: int | None) -> None:
+        """Add what the dropped entry at ``position`` held to the task's summary."""
+        count = self.dropped
+        head = decode_entry_head(self.source.read(position, 61), position)
+        end = position
+        if head is not None and position + head.length <= self.file_end:
+            end = position + head.length
+            if head.magic == 2:
+                count.batches += 1
+                count.records += max(be_int(self.source.read(position + 57, 4), 0, 4), 0)
+            else:
+                count.messages += 1
+                records = self._legacy_records(position, head)
+                if records is None:
+                    count.uncounted += 1
+                else:
+                    count.records += records
+        else:
+            count.entries -= 1  # bytes that frame no entry: counted as skipped bytes
+        stop = self.range_end if resume is None else resume
+        count.skipped_bytes += max(stop - end, 0)
+
+    def _legacy_records(self, position: int, head: EntryHead) -> int | None:
+        """How many records a dropped legacy entry holds: 1, or a wrapper's inner messages if
+        its payload still expands (None when it does not)."""
+        if head.codec == 0:
+            return 1
+        if head.length > self.options.max_batch_bytes:
+            return None
+        try:
+            data = self.source.read(position, head.length).tobytes()
+            message = decode_legacy_message(data, 0, verify_checksum=False)
+            inner = expand_wrapper(
+                message, verify_checksum=False, max_bytes=self.options.max_decompressed_bytes
+            )
+        except CorruptSegmentError:
+            return None
+        return len(inner)
+
+    def log_summary(self) -> None:
+        """One line for the task: what DROPMALFORMED dropped in all."""
+        count = self.dropped
+        if count.entries or count.skipped_bytes:
+            log.warning("%s: DROPMALFORMED %s", self.shown, count.describe())
 
     def _is_torn_write(self, position: int, err: CorruptSegmentError) -> bool:
         """Whether the bad entry at ``position`` is one a broker was still writing.
 
         With ``preallocate=true`` a broker writes into a zero-filled file, so a copy (or a read)
         taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
-        is the end of the data, not damage.
+        is the end of the data, not damage. Not when a valid entry starts inside the bad one
+        and runs past its end: past a torn write nothing was ever written, so such an entry's
+        trailing zeros are its own data and the bad entry's size field is the damage.
         """
         head = self.source.read(position, 17)
         if head.shape[0] < 17:
             return False
         size = be_int(head, 8, 12)
         end = position + 12 + (size if size >= 14 else 0)
-        if end < self.file_end and self._is_zero(end, self.file_end):
+        if (
+            end < self.file_end
+            and self._is_zero(end, self.file_end)
+            and not self._entry_straddles(position, end)
+        ):
             log.info(
                 "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
                 self.shown,
@@ -106,6 +171,20 @@ class DamagePolicy:
                 err,
             )
             return True
+        return False
+
+    def _entry_straddles(self, position: int, end: int) -> bool:
+        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``."""
+        data = self.source.read(position, end - position)
+        rel = 1
+        while rel < data.shape[0]:
+            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
+            if cand < 0:
+                return False
+            entry = self._probe(position + cand)
+            if entry is not None and position + cand + entry.length > end:
+                return True
+            rel = cand + 1
         return False
 
     def _changed_since_read(self, position: int, seen: bytes | None) -> bool:
@@ -212,25 +291,63 @@ class DamagePolicy:
     def _resync(self, position: int) -> int | None:
         """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
 
-        If the damaged entry's size field leads to a valid entry (or exactly to the end), trust
-        it, unless valid entries found inside the damaged one chain exactly to that place (the
-        size field grew over whole entries). Otherwise take the first later position holding a
-        valid entry (see :meth:`_scan_for_entry`).
+        An entry whose framing is plausible and whose size field is consistent -- it leads to a
+        valid entry or exactly to the end -- is skipped whole: no position inside its declared
+        extent is a resynchronisation point (a compressed legacy wrapper can hold its inner
+        messages verbatim, each with a valid checksum), unless the entry's own checksum proves
+        that it ends earlier, where a valid entry starts (only its size field, which no
+        checksum covers, was damaged). Otherwise take the first later position holding a valid
+        entry (see :meth:`_scan_for_entry`); for bytes that are no entry at all (unknown magic,
+        impossible size), valid entries found inside that chain exactly to where the size field
+        leads win over it.
         """
-        head = self.source.read(position, 12)
+        head = self.source.read(position, 17)
         following = None
-        if head.shape[0] == 12:
+        if head.shape[0] >= 12:
             claimed = position + 12 + be_int(head, 8, 12)
             if claimed in (self.range_end, self.file_end) or (
                 position + 26 <= claimed < self.range_end and self._entry_is_valid(claimed)
             ):
                 following = min(claimed, self.range_end)
+        if following is not None and decode_entry_head(head, position) is not None:
+            resume = self._proven_end(position, following)
+            if resume is None:
+                resume = following
+            return resume if resume < self.range_end else None
         candidate = self._scan_for_entry(position + 1, position, following)
         if following is None:
             return candidate
         if candidate is not None and self._chain_reaches(candidate, following):
             return candidate  # the size field skipped whole entries: it was the damage
         return following if following < self.range_end else None
+
+    def _proven_end(self, position: int, following: int) -> int | None:
+        """Where the damaged entry at ``position`` ends by its own stored checksum, if that is
+        before ``following`` and a valid entry starts there: the CRC covers the entry's bytes
+        but not its size field, so an entry whose only damage is a grown size field still
+        proves its true extent (a false match is a 2^-32 chance)."""
+        head = self.source.read(position, 21)
+        if int(head[16]) < 2:
+            end = self._checked_legacy_end(position)
+            if end is not None and end < following and self._entry_is_valid(end):
+                return end
+            return None
+        if following - position > min(PROOF_SCAN_BYTES, self.options.max_batch_bytes):
+            return None
+        data = self.source.read(position, following - position)
+        view = data.data
+        stored = int.from_bytes(head[17:21].tobytes(), "big")
+        rel = 61  # a batch is at least its 61-byte header
+        crc, done = 0, 21  # CRC-32C of bytes [21, done), carried from candidate to candidate
+        while rel < data.shape[0]:
+            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
+            if cand < 0:
+                return None
+            crc, done = crc32c_update(view[done:cand], crc), cand
+            if crc == stored and self._entry_is_valid(position + cand):
+                return position + cand
+            rel = cand + 1
+        return None
 
     def _scan_for_entry(
         self, start: int, damaged: int | None = None, stop: int | None = None
@@ -352,3 +469,29 @@ class DamagePolicy:
 
     def _entry_is_valid(self, position: int) -> bool:
         return self._probe(position) is not None
+
+
+class DropCount:
+    """What DROPMALFORMED dropped in one task, for its summary line."""
+
+    __slots__ = ("batches", "entries", "messages", "records", "skipped_bytes", "uncounted")
+
+    def __init__(self) -> None:
+        self.entries = 0  # dropped entries (batches + legacy messages)
+        self.batches = 0
+        self.messages = 0  # legacy messages, compressed wrappers included
+        self.records = 0  # by the entries' headers (a wrapper: its inner messages)
+        self.uncounted = 0  # wrappers whose payload does not expand: records unknown
+        self.skipped_bytes = 0  # bytes between entries that frame no entry
+
+    def describe(self) -> str:
+        unknown = (
+            f" (and {self.uncounted} compressed wrappers whose records cannot be counted)"
+            if self.uncounted
+            else ""
+        )
+        return (
+            f"dropped {self.entries} malformed entries ({self.batches} batches, "
+            f"{self.messages} legacy messages) holding {self.records} records{unknown}, and "
+            f"skipped {self.skipped_bytes} bytes that frame no entry"
+        )

@@ -7,8 +7,6 @@ keys and values are appended to the window's arena.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from kafka_segments_ds.errors import CorruptSegmentError
@@ -63,8 +61,6 @@ def decode_legacy_run(
         problem = None
         if first <= state.last_offset:
             problem = f"offsets not increasing: offset {first} after offset {state.last_offset}"
-        elif any(a.offset >= z.offset for a, z in itertools.pairwise(inner)):
-            problem = "inner message offsets of a compressed wrapper are not increasing"
         elif b.next_base is not None and last >= b.next_base:
             problem = f"offset {last} reaches the next segment's base offset {b.next_base}"
         if problem is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
@@ -168,6 +169,12 @@ class _TaskReader:
     def run(self, read_ahead: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
         """The task's batches. ``read_ahead`` is called once the read-ahead thread has no more
         windows of this task to read (to start on the next task's)."""
+        try:
+            yield from self._windows(read_ahead)
+        finally:
+            self.damage.log_summary()
+
+    def _windows(self, read_ahead: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         pos = self.task.start_position
         chunk = self.options.read_chunk_bytes
         want = chunk
@@ -180,6 +187,9 @@ class _TaskReader:
             reaches_end = not keep.all()
             if reaches_end:
                 positions, magics = positions[keep], magics[keep]
+            oversize = self._first_oversize(positions, stop)
+            if oversize is not None:
+                positions, magics = positions[:oversize], magics[:oversize]
             next_pos = pos + stop
             if (
                 (outcome == K.FRAMING_END or (outcome == K.FRAMING_PARTIAL and stop > 0))
@@ -205,6 +215,14 @@ class _TaskReader:
                         break
                     pos, want = resume, chunk
                     continue
+            if oversize is not None and not self.decoder.reached_end:
+                # the same bound, the same way, wherever the entry sits in the window
+                p = int(scanned.positions[oversize])
+                resume = self._too_large(pos + p, be_int(window, p + 8, p + 12) + 12)
+                if resume is None:
+                    break
+                pos, want = resume, chunk
+                continue
             if reaches_end or self.decoder.reached_end:
                 break
             if next_pos >= self.range_end:
@@ -217,13 +235,7 @@ class _TaskReader:
                 entry_len = 12 + size
                 if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
                     if entry_len > self.options.max_batch_bytes:
-                        resume = self.damage.fail(
-                            LimitExceededError(
-                                f"entry of {entry_len} bytes exceeds maxBatchBytes "
-                                f"{self.options.max_batch_bytes}"
-                            ),
-                            next_pos,
-                        )
+                        resume = self._too_large(next_pos, entry_len)
                         if resume is None:
                             break
                         pos, want = resume, chunk
@@ -241,3 +253,22 @@ class _TaskReader:
                 if resume is None:
                     break
                 pos, want = resume, chunk
+
+    def _first_oversize(self, positions: np.ndarray, stop: int) -> int | None:
+        """Index of the first framed entry longer than maxBatchBytes, if any."""
+        if not positions.shape[0]:
+            return None
+        lengths = np.diff(positions, append=stop)
+        over = np.flatnonzero(lengths > self.options.max_batch_bytes)
+        return int(over[0]) if over.shape[0] else None
+
+    def _too_large(self, position: int, length: int) -> int | None:
+        """Report an entry over maxBatchBytes (FAILFAST raises; else where to go on)."""
+        offset = be_int(self.source.read(position, 8), 0, 8)
+        return self.damage.fail(
+            LimitExceededError(
+                f"entry of {length} bytes exceeds maxBatchBytes {self.options.max_batch_bytes}"
+            ),
+            position,
+            offset,
+        )

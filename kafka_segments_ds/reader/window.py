@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.reader.columns import ColumnBuilder
 from kafka_segments_ds.reader.legacy import decode_legacy_run
@@ -29,7 +28,6 @@ from kafka_segments_ds.reader.rows import (
     merged,
 )
 from kafka_segments_ds.reader.v2 import Predecoded, decode_v2_run
-from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.schema import BY_NAME
 
 
@@ -75,23 +73,9 @@ class WindowDecoder:
         fault: Fault | None = None
         run_bounds = _runs(magics)
         scratch_free = len(run_bounds) == 1
-        outlier = int(
-            K.first_offset_outlier(
-                K.entry_last_offsets(window, positions, magics), state.last_offset
-            )
-        )
-        if outlier >= 0:
-            # decode up to the outlier, then report it (the reader resumes after it)
-            p = int(positions[outlier])
-            offset = int.from_bytes(window[p : p + 8].tobytes(), "big", signed=True)
-            outlier_fault = Fault(
-                base + p,
-                offset,
-                CorruptSegmentError(
-                    "offset out of order with the entries around it (damaged offset field)"
-                ),
-            )
-            run_bounds = [(s, min(e, outlier), v) for s, e, v in run_bounds if s < outlier]
+        # No look-ahead: an entry is never dropped because of what comes after it (the prefix
+        # rule). When a later entry's offsets collide with it, the later one is the problem,
+        # as for Kafka's log recovery, which keeps the valid prefix.
         for start, end, is_v2 in run_bounds:
             run = positions[start:end]
             if is_v2:
@@ -102,8 +86,6 @@ class WindowDecoder:
                 fault = decode_legacy_run(state, window, base, run, parts)
             if fault is not None or state.reached_end:
                 break
-        if fault is None and not state.reached_end and outlier >= 0:
-            fault = outlier_fault
         if not parts.rows:
             return None, fault
         rows = merged(ROW_FIELDS + (("entry",) if state.want_entry else ()), parts.rows)

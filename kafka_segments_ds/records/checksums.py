@@ -20,3 +20,8 @@ def crc32(data: bytes | bytearray | memoryview) -> int:
 def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli) as stored by magic-2 batches."""
     return _crc32c.crc32c(data)
+
+
+def crc32c_update(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC-32C of what ``crc`` covered followed by ``data`` (a checksum computed in pieces)."""
+    return _crc32c.crc32c(data, crc)

@@ -172,15 +172,42 @@ def expand_wrapper(
         pos += LOG_OVERHEAD + size
     if not inner:
         raise CorruptSegmentError("compressed wrapper holds no messages", offset=wrapper.offset)
-    if wrapper.magic == 0 and inner[-1].offset != wrapper.offset:
-        # Brokers always rebuilt magic-0 sets, so the wrapper carries its last inner offset;
-        # neither field has a checksum, and a mismatch would put rows out of offset order.
-        raise CorruptSegmentError(
-            f"last inner offset {inner[-1].offset} differs from the wrapper offset "
-            f"{wrapper.offset}",
-            offset=wrapper.offset,
-        )
+    check_inner_offsets(wrapper, [m.offset for m in inner])
     return [_absolute(wrapper, m, inner[-1].offset) for m in inner]
+
+
+def check_inner_offsets(wrapper: LegacyMessage, offsets: list[int]) -> None:
+    """Raise unless a wrapper's inner offset fields agree with each other and with the
+    wrapper's own offset: an entry that contradicts itself is malformed as a whole.
+
+    Inner offsets strictly increase and are not negative. Magic 0 stores absolute offsets and
+    brokers always rebuilt such sets, so the last one is the wrapper's offset. Magic 1 stores
+    relative offsets that end at the wrapper's offset (``W - R_last + R_i``), except for a
+    wrapper offset of 0 as a producer writes it (kafka-python, old librdkafka), which only the
+    producer's own numbering 0, 1, ..., n-1 fits. The wrapper's CRC does not cover its own
+    offset field, and damage with a recomputed CRC can leave the fields disagreeing: nothing
+    tells which one is right, so the whole entry is malformed.
+    """
+    where = wrapper.offset
+    for earlier, later in zip(offsets, offsets[1:], strict=False):
+        if later <= earlier:
+            raise CorruptSegmentError(
+                f"inner message offsets are not increasing: {later} after {earlier}", offset=where
+            )
+    if offsets[0] < 0:
+        raise CorruptSegmentError(f"negative inner message offset {offsets[0]}", offset=where)
+    if wrapper.magic == 0 and offsets[-1] != wrapper.offset:
+        raise CorruptSegmentError(
+            f"last inner offset {offsets[-1]} differs from the wrapper offset {wrapper.offset}",
+            offset=where,
+        )
+    if wrapper.magic == 1 and wrapper.offset == 0 and offsets[-1] != len(offsets) - 1:
+        shown = ", ".join(map(str, offsets[:4])) + (", ..." if len(offsets) > 4 else "")
+        raise CorruptSegmentError(
+            f"inner relative offsets {shown} do not end at the wrapper offset 0 (a producer "
+            f"numbers them 0..{len(offsets) - 1})",
+            offset=where,
+        )
 
 
 def _absolute(wrapper: LegacyMessage, message: LegacyMessage, last_relative: int) -> LegacyMessage:

@@ -22,6 +22,7 @@ commit, never in between — on object stores too, where a "move" is a copy and 
 from __future__ import annotations
 
 import json
+import posixpath
 import struct
 import time
 import uuid
@@ -85,9 +86,9 @@ def prepare_job(
             f"topic {topic!r} already exists in {display_path(filesystem, root)} "
             "(errorIfTopicExists=true)"
         )
-    counts = {name: options.num_partitions or (max(parts) + 1) for name, parts in existing.items()}
-    if topic is not None and options.num_partitions:
-        counts[topic] = options.num_partitions
+    counts, conflicts = partition_counts(existing, options, overwrite)
+    if topic is not None and topic in conflicts:
+        raise InvalidOptionError(f"{conflicts[topic]} ({display_path(filesystem, root)})")
     job = JobSpec(
         root=root,
         staging=f"{root}/{STAGING_PREFIX}{uuid.uuid4().hex}",
@@ -95,11 +96,64 @@ def prepare_job(
         now_ms=int(time.time() * 1000),
         partition_counts=counts,
         overwrite=overwrite,
+        count_conflicts=conflicts,
+        created_dirs=_missing_dirs(filesystem, root),
     )
     # Tasks create their directories in it non-recursively, so a task that starts after
     # abort_job removed it fails instead of leaving staging files behind.
     filesystem.create_dir(job.staging, recursive=True)
     return job, filesystem
+
+
+def partition_counts(
+    existing: dict[str, dict[int, str]], options: WriteOptions, overwrite: bool
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Per existing topic, the partition count a write keeps (keys hash over it, partition
+    values stay below it), and the topics the options would resize, with the reason.
+
+    Kafka never shrinks a topic, and a key stays in its partition only while the count is
+    fixed: appending with another ``numPartitions`` is refused; growing takes
+    ``growPartitions=true``. ``overwrite`` replaces the topics written, so any count goes.
+    """
+    counts: dict[str, int] = {}
+    conflicts: dict[str, str] = {}
+    wanted = options.num_partitions
+    for name, parts in existing.items():
+        current = max(parts) + 1
+        counts[name] = current
+        if wanted is None or wanted == current:
+            continue
+        if overwrite or (options.grow_partitions and wanted > current):
+            counts[name] = wanted
+            continue
+        if wanted < current:
+            conflicts[name] = (
+                f"topic {name!r} has {current} partitions, numPartitions is {wanted}: Kafka never "
+                "shrinks a topic, and keys would move to other partitions; write with "
+                f"numPartitions={current} (or without it), or mode overwrite to replace the topic"
+            )
+        else:
+            conflicts[name] = (
+                f"topic {name!r} has {current} partitions, numPartitions is {wanted}: growing a "
+                f"topic moves keys to other partitions; set growPartitions=true to grow it to "
+                f"{wanted} (as kafka-topics --alter --partitions {wanted} does), or write with "
+                f"numPartitions={current} (or without it)"
+            )
+    return counts, conflicts
+
+
+def _missing_dirs(filesystem: pafs.FileSystem, root: str) -> tuple[str, ...]:
+    """``root`` and its parents that do not exist yet, deepest first: the job creates them,
+    and an aborted job removes them again (a failed job leaves the target as it was)."""
+    missing: list[str] = []
+    path = root
+    while "/" in path.strip("/") and filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+        missing.append(path)
+        parent = posixpath.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return tuple(missing)
 
 
 def existing_partitions(filesystem: pafs.FileSystem, root: str) -> dict[str, dict[int, str]]:
@@ -466,8 +520,14 @@ def abort_job(job: JobSpec, filesystem: pafs.FileSystem) -> None:
     """
     if _exists(filesystem, f"{job.staging}/{JOURNAL}"):
         _recover_staging(filesystem, job.staging)
-    elif _exists(filesystem, job.staging):
+        return
+    if _exists(filesystem, job.staging):
         filesystem.delete_dir(job.staging)
+    for directory in job.created_dirs:  # deepest first; only while they are empty
+        if _exists(filesystem, directory):
+            if _listing(filesystem, directory):
+                break
+            filesystem.delete_dir(directory)
 
 
 def _recover_staging(fs: pafs.FileSystem, staging: str) -> None:

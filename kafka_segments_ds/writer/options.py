@@ -44,6 +44,7 @@ WRITE_OPTIONS = {
         "segmentIndexBytes",
         "timestampType",
         "errorIfTopicExists",
+        "growPartitions",
     )
 }
 
@@ -65,6 +66,7 @@ class WriteOptions:
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
     log_append_time: bool = False
     error_if_topic_exists: bool = False
+    grow_partitions: bool = False  # numPartitions may exceed an existing topic's count
     storage: tuple[tuple[str, str], ...] = ()
 
     def storage_options(self) -> dict[str, str]:
@@ -148,6 +150,12 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
         fields["log_append_time"] = kind == "logappendtime"
     if (v := get("erroriftopicexists")) is not None:
         fields["error_if_topic_exists"] = _bool("errorIfTopicExists", v)
+    if (v := get("growpartitions")) is not None and _bool("growPartitions", v):
+        if fields.get("num_partitions") is None:
+            raise InvalidOptionError(
+                "option growPartitions=true needs numPartitions: the count to grow the topic to"
+            )
+        fields["grow_partitions"] = True
     return WriteOptions(**fields)
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.errors import InvalidInputError
+from kafka_segments_ds.errors import InvalidInputError, InvalidOptionError
 from kafka_segments_ds.layout import MAX_PARTITION
 from kafka_segments_ds.records.builder import (
     RecordSpec,
@@ -55,11 +55,19 @@ class JobSpec:
     staging: str  # the job's staging directory (resolved path)
     options: WriteOptions
     now_ms: int  # write time: null timestamps and LogAppendTime
-    partition_counts: dict[str, int] = field(default_factory=dict)  # for key hashing
+    partition_counts: dict[str, int] = field(default_factory=dict)  # existing topics' counts
     overwrite: bool = False  # replace the written topics (else append to them)
+    count_conflicts: dict[str, str] = field(default_factory=dict)  # topics numPartitions resizes
+    created_dirs: tuple[str, ...] = ()  # made for this job: an abort removes them again
 
     def partitions_of(self, topic: str) -> int:
+        """The partition count keys of ``topic`` are hashed over."""
         return self.partition_counts.get(topic) or self.options.num_partitions or 1
+
+    def partition_bound(self, topic: str) -> int | None:
+        """The fixed partition count of ``topic``: partition values must stay below it (None:
+        a new topic without numPartitions takes as many partitions as its values need)."""
+        return self.partition_counts.get(topic) or self.options.num_partitions
 
     def batch_settings(self) -> BatchSettings:
         opts = self.options
@@ -327,6 +335,9 @@ class TaskWriter:
             column = pc.fill_null(column, default)
         encoded = pc.dictionary_encode(column).combine_chunks()
         names = [validate_topic(t, "topic column value") for t in encoded.dictionary.to_pylist()]
+        for name in names:
+            if name in self.job.count_conflicts:
+                raise InvalidOptionError(self.job.count_conflicts[name])
         return names, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
 
     def _partitions(self, table: pa.Table, names: list[str], codes: np.ndarray) -> np.ndarray:
@@ -349,6 +360,7 @@ class TaskWriter:
                 raise InvalidInputError(
                     f"row {row}: partition {int(given[row])} is not in [0, {MAX_PARTITION}]"
                 )
+            self._check_bounds(given, names, codes)
             missing = given < 0
         else:
             given = np.full(rows, -1, np.int64)
@@ -379,6 +391,28 @@ class TaskWriter:
             else:
                 given[rows_of] = assigned
         return given
+
+    def _check_bounds(self, given: np.ndarray, names: list[str], codes: np.ndarray) -> None:
+        """Partition values must name partitions of the topic's fixed count."""
+        for code, topic in enumerate(names):
+            bound = self.job.partition_bound(topic)
+            if bound is None:
+                continue
+            outside = given >= bound
+            if len(names) > 1:
+                outside &= codes == code
+            if outside.any():
+                row = int(np.argmax(outside))
+                why = (
+                    "numPartitions"
+                    if bound == self.job.options.num_partitions
+                    else "the topic's partitions in the target"
+                )
+                raise InvalidInputError(
+                    f"row {row}: partition {int(given[row])} is outside topic {topic!r}'s "
+                    f"{bound} partitions (0..{bound - 1}, {why}); growing a topic takes "
+                    "numPartitions with growPartitions=true"
+                )
 
     def _route(self, topic: str, partition: int, table: pa.Table) -> None:
         chunk = self.chunks.get((topic, partition))

@@ -10,8 +10,13 @@ Allowed outcomes of ``read_table`` on a mutated log:
   that is not the decode of some entry (an original one, or the damaged bytes themselves).
   Offsets strictly increase.
 
-An intact entry is exempt only when an earlier damaged entry claims offsets at or above its own
-(offset fields carry no checksum: when two entries disagree there is no telling which lies).
+An intact entry is exempt only when an earlier entry claims offsets at or above its own (offset
+fields carry no checksum: when two entries disagree the earlier one is kept, as Kafka's log
+recovery keeps the valid prefix), when a damaged entry before it overlaps it (its size field,
+consistent with what follows, claims the intact entry's bytes), or when it is a legacy message
+between a damaged compressed wrapper whose size field is itself damaged and more damage (it
+cannot be told from an inner message stored verbatim). Nothing after an entry can make the
+reader drop it: entries before the first damage always come back.
 
 For index mutations: a read with offset bounds (and byte-range splits cut at index positions)
 returns exactly the rows of the clean log in those bounds; indexes only speed reading up.
@@ -32,7 +37,7 @@ import pyarrow as pa
 import kafka_segments_ds
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, KafkaSegmentsError
-from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.checksums import crc32
 
 from .corpus import MAX_DECOMPRESSED, SEED_NAMES, Row, build_seed, reference_or_none
@@ -126,6 +131,18 @@ def _checked_extent(data: bytes) -> int | None:
     return end if crc32(data[16:end]) == stored else None
 
 
+def _declared_end(data: bytes, position: int) -> int | None:
+    """Where the entry at ``position`` ends by its size field, if its framing is plausible
+    (magic 0-2, a size no smaller than the smallest entry) and it ends inside the file."""
+    if len(data) - position < 17 or data[position + 16] > 2:
+        return None
+    (size,) = struct.unpack_from(">i", data, position + 8)
+    end = position + 12 + size
+    if size < (49 if data[position + 16] == 2 else 14) or end > len(data):
+        return None
+    return end
+
+
 def _is_subsequence(needed: list[Row], got: list[Row]) -> bool:
     it = iter(got)
     return all(any(row == g for g in it) for row in needed)
@@ -165,11 +182,28 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     for entry in m.originals:
         allowed.update(reference_or_none(entry, verify=verify) or ())
     intact: list[tuple[int, list[Row], tuple[int, int]]] = []
+    starts, position = [], 0
+    for piece in m.pieces:
+        starts.append(position)
+        position += len(piece.data)
+    in_intact = bytearray(len(data))
+    for piece, position in zip(m.pieces, starts, strict=True):
+        if piece.intact:
+            in_intact[position : position + len(piece.data)] = b"\x01" * len(piece.data)
+    others = _well_formed_entries(data, in_intact, verify)
+    for other in others:
+        allowed.update(other.rows)
+    valid_starts = {p for piece, p in zip(m.pieces, starts, strict=True) if piece.intact}
+    # what the reader calls a valid entry: plausible framing and a matching checksum (checked
+    # whatever verifyChecksums says)
+    valid_starts.update(
+        o.position for o in others if has_valid_checksum(as_array(data[o.position : o.end]))
+    )
     first_damage = len(data)
-    position = 0
-    after_wrapper = False  # a damaged piece that looks like a compressed legacy wrapper came
+    after_wrapper = False  # a damaged wrapper whose size field is damaged too came
     hidden: set[int] = set()
-    for i, piece in enumerate(m.pieces):
+    overlapped: list[tuple[int, int]] = []  # declared extents of damaged entries
+    for i, (piece, position) in enumerate(zip(m.pieces, starts, strict=True)):
         if piece.intact:
             rows = reference_or_none(piece.data, verify=verify) or []
             intact.append((position, rows, _claimed_range(piece.data, rows)))
@@ -178,21 +212,21 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
                 # between a damaged wrapper and more damage, a legacy message cannot be told
                 # from one of the wrapper's inner messages stored verbatim
                 hidden.add(position)
-        else:
-            first_damage = min(first_damage, position)
-            # a wrapper whose CRC proves where it ends (only its size field is damaged) holds
-            # no inner message past that end: the reader must tell the entries after it apart
-            after_wrapper = after_wrapper or (
-                _looks_like_wrapper(piece.data) and _checked_extent(piece.data) is None
-            )
-        position += len(piece.data)
-    in_intact = bytearray(len(data))
-    for position, _, _ in intact:
-        size = 12 + struct.unpack_from(">i", data, position + 8)[0]
-        in_intact[position : position + size] = b"\x01" * size
-    others = _well_formed_entries(data, in_intact, verify)
-    for other in others:
-        allowed.update(other.rows)
+            continue
+        first_damage = min(first_damage, position)
+        declared = _declared_end(data, position)
+        consistent = declared is not None and (declared == len(data) or declared in valid_starts)
+        if consistent:
+            assert declared is not None
+            overlapped.append((position, declared))
+        # The reader skips a damaged entry whose size field is consistent whole; otherwise it
+        # searches, and a wrapper whose CRC proves where it ends (only its size field is
+        # damaged) still holds no inner message past that end.
+        after_wrapper = after_wrapper or (
+            _looks_like_wrapper(piece.data)
+            and not consistent
+            and _checked_extent(piece.data) is None
+        )
     # An intact entry is exempt when a well-formed entry elsewhere contradicts its offsets:
     # offset fields carry no checksum, so there is no telling which of the two lies.
     # So is one whose bytes a well-formed entry before it overlaps (the reader follows the
@@ -204,10 +238,9 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         if (
             position in hidden
             or first <= highest
+            or any(start < position < end for start, end in overlapped)
             or any(
-                (o.position < position and (o.last >= first or o.end > position))
-                or (o.position > position and o.first <= last)
-                for o in others
+                o.position < position and (o.last >= first or o.end > position) for o in others
             )
         ):
             first_free = min(first_free, position)

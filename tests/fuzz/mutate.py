@@ -12,12 +12,17 @@ Operators (chosen at random, one to three per input):
 * ``record``    a varint of a magic-2 record (length, deltas, key/value/header lengths, header
                 count) set to a lie or an overlong encoding; records re-compressed, CRC recomputed
 * ``inner``     a byte or length of a message inside a legacy wrapper; re-compressed, CRCs fixed
+* ``inneroffset`` the offset field of any inner message of a legacy wrapper set to a lie (inner
+                and wrapper CRCs recomputed, sometimes the wrapper offset moved along): the
+                wrapper then contradicts itself (issue 16's nine regressions)
 * ``hostile``   an entry built to hurt: decompression bombs in every codec and magic, wrappers
                 nested in wrappers, magic-2 batches inside wrappers, empty/null wrappers, count
                 and lastOffsetDelta lies
 * ``truncate``  the log cut at any byte
 * ``garbage``   random bytes, zeros or 0xff inserted between entries
 * ``splice``    a prefix of this log joined to a suffix of another seed (offsets above it)
+* ``collide``   the same with the other seed's offsets colliding with the prefix's (issue 16's
+                tenth regression: the prefix must be kept)
 * ``drop`` / ``duplicate`` / ``swap``   whole entries removed, repeated, reordered
 
 Index mutations (``mutate_index``) damage ``.index`` / ``.timeindex`` bytes of a clean log.
@@ -327,6 +332,62 @@ def op_inner(rng: random.Random, m: Mutant) -> str:
     return f"inner:{i}.{label}"
 
 
+def _inner_messages(payload: bytes) -> list[tuple[int, int]]:
+    """(position, length) of the inner messages of a decompressed wrapper payload."""
+    out, pos = [], 0
+    while pos + 12 <= len(payload):
+        size = struct.unpack_from(">i", payload, pos + 8)[0]
+        if size < 14 or pos + 12 + size > len(payload):
+            break
+        out.append((pos, 12 + size))
+        pos += 12 + size
+    return out
+
+
+def op_inneroffset(rng: random.Random, m: Mutant) -> str:
+    wrappers = [i for i in _entries(m) if m.pieces[i].data[16] < 2 and m.pieces[i].data[17] & 0x07]
+    if not wrappers:
+        return "inneroffset:none"
+    i = rng.choice(wrappers)
+    entry = m.pieces[i].data
+    magic, codec = entry[16], entry[17] & 0x07
+    value_at = (26 if magic == 1 else 18) + 4 + 4  # key is null in wrappers
+    inner = bytearray(decompress(codec, entry[value_at:], magic=magic))
+    messages = _inner_messages(bytes(inner))
+    k = rng.randrange(len(messages))
+    at, length = messages[k]
+    old = struct.unpack_from(">q", inner, at)[0]
+    neighbours = [struct.unpack_from(">q", inner, p)[0] for p, _ in messages]
+    wrapper_offset = struct.unpack_from(">q", entry, 0)[0]
+    new = rng.choice(
+        [
+            _interesting(rng, old, 8),
+            2**32 - 1,
+            2**31,
+            2**32 - 2,
+            rng.choice(neighbours),  # a repeat: not strictly increasing
+            wrapper_offset + rng.randrange(1, 5),  # past the wrapper's own offset
+            old - 1,
+            old + 1,
+        ]
+    )
+    struct.pack_into(">q", inner, at, new)
+    inner[at:at + length] = fix_legacy_crc(bytes(inner[at:at + length]))
+    moved = magic == 0 and k == len(messages) - 1 and rng.random() < 0.3
+    offset = new if moved else wrapper_offset  # magic 0: the wrapper follows its last inner
+    ts = struct.unpack_from(">q", entry, 18)[0] if magic == 1 else -1
+    new_entry = encode_legacy_message(
+        offset=offset,
+        magic=magic,
+        key=None,
+        value=compress(codec, bytes(inner), magic=magic),
+        timestamp=ts,
+        attributes=entry[17],
+    )
+    _damage(m, i, new_entry, offset_lie=moved)
+    return f"inneroffset:{i}.{k}={new}{'+wrapper' if moved else ''}"
+
+
 # --- hostile entries --------------------------------------------------------------------------
 
 
@@ -489,6 +550,29 @@ def op_splice(rng: random.Random, m: Mutant) -> str:
     return f"splice:{other.name}@{head_at}/{tail_at}"
 
 
+def op_collide(rng: random.Random, m: Mutant) -> str:
+    """A prefix of this log joined to the end of another log whose offsets collide with it,
+    as when segment files of two logs are mixed up."""
+    head_at = rng.randrange(len(m.data) + 1)
+    head = _cut(m.pieces, head_at, keep_head=True)
+    last = max((o for p in head if p.intact for o in _claimed_offsets(p.data)), default=0)
+    base = rng.choice((0, max(last - rng.randrange(1, 4), 0), last, rng.randrange(last + 1)))
+    other = build_seed(rng.choice(SEED_NAMES), base=base)
+    m.originals.extend(other.entries)
+    tail = [Piece(e, True) for e in other.entries]
+    tail_at = rng.randrange(sum(len(e) for e in other.entries))
+    m.pieces = head + _cut(tail, tail_at, keep_head=False)
+    return f"collide:{other.name}+{base}@{head_at}/{tail_at}"
+
+
+def _claimed_offsets(entry: bytes) -> tuple[int, ...]:
+    """The last offset an entry's header claims (what a reader orders entries by)."""
+    (offset,) = struct.unpack_from(">q", entry, 0)
+    if entry[16] == 2:
+        return (offset + struct.unpack_from(">i", entry, 23)[0],)
+    return (offset,)
+
+
 def op_drop(rng: random.Random, m: Mutant) -> str:
     if not m.pieces:
         return "drop:none"
@@ -524,10 +608,12 @@ OPERATORS = {
     "field": (op_field, 5),
     "record": (op_record, 4),
     "inner": (op_inner, 2),
+    "inneroffset": (op_inneroffset, 2),
     "hostile": (op_hostile, 3),
     "truncate": (op_truncate, 2),
     "garbage": (op_garbage, 2),
     "splice": (op_splice, 2),
+    "collide": (op_collide, 1),
     "drop": (op_drop, 1),
     "duplicate": (op_duplicate, 1),
     "swap": (op_swap, 1),

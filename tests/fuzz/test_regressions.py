@@ -235,3 +235,15 @@ def test_wrapper_with_only_its_size_field_damaged_bounds_its_inner_messages(
     assert (info.value.position, info.value.offset) == (sum(map(len, plain)), 4)
     for chunk in (4096, 1 << 20):
         assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == [0, 1, *range(5, 11)]
+
+
+def test_zero_tail_inside_a_valid_entry_is_no_torn_write(tmp_path: Path) -> None:
+    """1611:21048 -- a cut batch whose size field led into the zero bytes ending the (intact)
+    last entry was taken for a torn write into a preallocated segment, dropping that entry."""
+    head = v2(0, 3) + v2(3, 1)
+    last = encode_legacy_message(offset=10, magic=1, key=None, value=b"ends in zeros" + bytes(8))
+    cut = bytearray(v2(4, 5)[:58])
+    total = len(head) + len(cut) + len(last)
+    struct.pack_into(">i", cut, 8, total - 3 - len(head) - 12)  # ends 3 bytes before the end
+    path = write(tmp_path, head, bytes(cut), last)
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 3, 10]

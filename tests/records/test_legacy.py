@@ -348,9 +348,28 @@ def test_magic1_wrapper_offset_equal_to_last_relative() -> None:
 
 
 def test_magic1_wrapper_offset_zero_means_base_zero() -> None:
-    # Some librdkafka versions wrote wrapper offset 0; Kafka then takes base 0.
+    # Some librdkafka versions wrote wrapper offset 0; Kafka then takes base 0. Only the
+    # producer's numbering 0..n-1 fits such a wrapper; other inner offsets contradict it.
     assert _offsets(_wrapper(_inner_v1(0, 1, 2), 0)) == [0, 1, 2]
-    assert _offsets(_wrapper(_inner_v1(3, 4), 0)) == [3, 4]
+    assert _offsets(_wrapper(_inner_v1(0), 0)) == [0]
+    for inner in ((3, 4), (1,), (2**32 - 1,), (0, 2)):
+        with pytest.raises(CorruptSegmentError, match="do not end at the wrapper offset 0"):
+            _offsets(_wrapper(_inner_v1(*inner), 0))
+
+
+@pytest.mark.parametrize(
+    ("inner", "wrapper_offset", "message"),
+    [
+        ((0, 0, 1), 9, "inner message offsets are not increasing: 0 after 0"),
+        ((0, 2, 1), 9, "not increasing: 1 after 2"),
+        ((-1, 0), 9, "negative inner message offset -1"),
+    ],
+)
+def test_magic1_wrapper_contradicting_itself_is_corrupt(
+    inner: tuple[int, ...], wrapper_offset: int, message: str
+) -> None:
+    with pytest.raises(CorruptSegmentError, match=message):
+        _offsets(_wrapper(_inner_v1(*inner), wrapper_offset))
 
 
 def test_magic1_wrapper_offset_below_last_relative_is_corrupt() -> None:

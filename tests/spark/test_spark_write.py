@@ -248,6 +248,22 @@ def test_failed_task_leaves_target_unchanged(spark, tmp_path: Path) -> None:  # 
     assert _no_staging(tmp_path)
 
 
+def test_failed_job_into_a_new_directory_leaves_none(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql.functions import udf
+
+    def value_of(i):  # type: ignore[no-untyped-def]
+        if i == 7:
+            raise ValueError("boom at row 7")
+        return b"x%d" % i
+
+    value_udf = udf(value_of, "binary", useArrow=False)
+    df = spark.range(0, 10, 1, 2).select(value_udf("id").alias("value"))
+    target = tmp_path / "new" / "logs"
+    with pytest.raises(Exception, match="boom at row 7"):
+        df.write.format("kafkasegments").mode("append").option("topic", "t").save(str(target))
+    assert os.listdir(tmp_path) == []
+
+
 def test_task_starting_after_abort_leaves_nothing(tmp_path: Path) -> None:
     # Spark calls the driver's abort as soon as one task fails, while others may still be
     # starting; such a late task must not recreate the staging directory
