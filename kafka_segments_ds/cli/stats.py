@@ -29,6 +29,7 @@ from kafka_segments_ds.cli.common import (
 )
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import PartitionLog
+from kafka_segments_ds.reader.damage import SUMMARY_MARKER
 
 NAME = "stats"
 SUMMARY = "per-partition statistics"
@@ -55,7 +56,8 @@ def partition_stats(
         options["mode"] = "DROPMALFORMED"
     with reader_warnings() as messages:
         stats = _counts(filesystem, part, options)
-    unique = list(dict.fromkeys(messages))
+    # the reader's per-read DROPMALFORMED totals repeat what the DAMAGED column and line say
+    unique = [w for w in dict.fromkeys(messages) if SUMMARY_MARKER not in w]
     stats["damaged"] = sum(any(m in w for m in DAMAGE_MARKERS) for w in unique)
     stats["warnings"] = unique
     return stats

@@ -34,6 +34,8 @@ from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapp
 from kafka_segments_ds.scan_task import ScanTask
 
 log = logging.getLogger(__name__)
+# starts the one line a task logs about what DROPMALFORMED dropped in all (after its path)
+SUMMARY_MARKER = "DROPMALFORMED dropped"
 MAX_REREADS = 8  # entries read again because their bytes changed, per task
 DETAILED_DROPS = 10  # dropped entries logged one by one (WARNING) per task; then INFO
 PROOF_SCAN_BYTES = 64 << 20  # the most of a damaged entry searched for its own true end
