@@ -41,9 +41,11 @@ EXTENSIONS = [
     _extension(
         "kafka_segments_ds.records._encoder",
         f"{RECORDS}/_encoder.pyx",
-        (f"{RECORDS}/_crc32c.h", f"{RECORDS}/_crc32c.pxd"),
+        (f"{RECORDS}/_crc32c.h", f"{RECORDS}/_crc32c.pxd", f"{RECORDS}/_bytes.pxd"),
     ),
-    _extension("kafka_segments_ds.cli._jsonl", "kafka_segments_ds/cli/_jsonl.pyx"),
+    _extension(
+        "kafka_segments_ds.cli._jsonl", "kafka_segments_ds/cli/_jsonl.pyx", (f"{RECORDS}/_bytes.pxd",)
+    ),
 ]
 
 setup(

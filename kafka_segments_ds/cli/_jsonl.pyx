@@ -8,6 +8,8 @@ cursor (the lengths come from the ``*_lengths`` functions over the same arrays).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
+from kafka_segments_ds.records._bytes cimport offsets_ordered as _ordered
+
 import numpy as np
 
 cdef const char *HEX = b"0123456789abcdef"
@@ -69,18 +71,6 @@ cdef list _column(Column *c, offsets, data, valid, Py_ssize_t *rows):
         c.data = <const uint8_t *><size_t>data.ctypes.data
     rows[0] = n
     return keep
-
-
-cdef bint _ordered(const void *offsets, bint wide, Py_ssize_t n) noexcept nogil:
-    """offsets[0..n] non-negative and non-decreasing."""
-    cdef Py_ssize_t i
-    cdef int64_t previous = 0, value
-    for i in range(n + 1):
-        value = (<const int64_t *>offsets)[i] if wide else (<const int32_t *>offsets)[i]
-        if value < previous:
-            return False
-        previous = value
-    return True
 
 
 def _u8(a):

@@ -96,3 +96,15 @@ cdef inline Py_ssize_t blob(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
 
 cdef inline const uint8_t *ptr(const uint8_t[::1] buf) noexcept nogil:
     return &buf[0] if buf.shape[0] else <const uint8_t *>0
+
+
+cdef inline bint offsets_ordered(const void *offsets, bint wide, Py_ssize_t n) noexcept nogil:
+    """Arrow offsets[0..n] (int64 when ``wide``, else int32) non-negative, non-decreasing."""
+    cdef Py_ssize_t i
+    cdef int64_t previous = 0, value
+    for i in range(n + 1):
+        value = (<const int64_t *>offsets)[i] if wide else (<const int32_t *>offsets)[i]
+        if value < previous:
+            return False
+        previous = value
+    return True

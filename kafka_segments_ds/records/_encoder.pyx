@@ -9,6 +9,8 @@ holds them and are read through :func:`_column` without a copy.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+from kafka_segments_ds.records._bytes cimport offsets_ordered as _ordered
+
 from kafka_segments_ds.records._crc32c cimport ksds_crc32c, ksds_crc_init
 
 import numpy as np
@@ -34,18 +36,6 @@ cdef inline int64_t off(const Column *c, Py_ssize_t i) noexcept nogil:
     if c.wide:
         return (<const int64_t *>c.offsets)[i]
     return (<const int32_t *>c.offsets)[i]
-
-
-cdef bint _ordered(const void *offsets, bint wide, Py_ssize_t n) noexcept nogil:
-    """offsets[0..n] non-negative and non-decreasing."""
-    cdef Py_ssize_t i
-    cdef int64_t previous = 0, value
-    for i in range(n + 1):
-        value = (<const int64_t *>offsets)[i] if wide else (<const int32_t *>offsets)[i]
-        if value < previous:
-            return False
-        previous = value
-    return True
 
 
 def _u8(a):
