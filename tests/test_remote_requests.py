@@ -7,8 +7,8 @@ already holds), then one ranged GET per ``read_at``. What is pinned here:
 - a full read opens each ``.log`` once: 1 HEAD and 1 GET of exactly the whole object; no
   ``.index``/``.timeindex``/``.txnindex`` is touched;
 - a read from an offset in the middle of a segment: the driver reads that segment's ``.index``
-  and checks the entry at the index position (23 header bytes, then the whole entry for its
-  checksum, each through its own open); the executor then reads exactly ``[position, size)``
+  and checks the entry at the index position through one open (1 HEAD, then 23 header bytes
+  and the whole entry for its checksum: 2 GETs); the executor then reads exactly ``[position, size)``
   once. The entry checked on the driver is read again by the executor (it is the first entry
   of its window); the last segment's ``.index`` is read twice (``log_end_offset`` for the
   startingOffsets range check, then the task plan).
@@ -27,6 +27,7 @@ from test_remote_faults import Request, _Proxy, start_proxy, upload_sample
 
 import kafka_segments_ds as ksd
 from kafka_segments_ds import index as kidx
+from kafka_segments_ds.fs import RangeReader, resolve
 from kafka_segments_ds.records.batches import ENTRY_HEAD_BYTES
 
 BUCKET = "counted"
@@ -159,10 +160,9 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
     ):
         position, length = _index_position(root, key, target)
         assert position > 0
-        check = [
+        check = [  # one open: the entry's head, then the whole entry for its checksum
             ("HEAD", None),
             ("GET", _span(position, position + ENTRY_HEAD_BYTES)),
-            ("HEAD", None),
             ("GET", _span(position, position + length)),
         ]
         executor = [("HEAD", None), ("GET", _span(position, logs[key]))]
@@ -184,3 +184,30 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
         ("GET", _span(0, logs["orders-0/00000000000000000204.log"])),
     ]
     assert _listing(requests) == LISTING
+
+
+def test_range_reader_opens_once_until_closed(
+    counted: tuple[dict[str, str], _Proxy, Path],
+) -> None:
+    options, proxy, root = counted
+    filesystem, path = resolve(f"s3://{BUCKET}/logs/orders-0/00000000000000000000.log", options)
+    size = (root / "orders-0/00000000000000000000.log").stat().st_size
+    proxy.requests.clear()
+    with RangeReader(filesystem, path) as read:
+        assert bytes(read(0, 12)) == (root / "orders-0/00000000000000000000.log").read_bytes()[:12]
+        assert read(size - 5, 100).size == 5  # past the end: short, no error
+        assert read(size, 10).size == 0  # at the end: no request
+    assert bytes(read(1, 2)) == (root / "orders-0/00000000000000000000.log").read_bytes()[1:3]
+    read.close()
+    with pytest.raises(ValueError, match="invalid range"):
+        read(-1, 2)
+    key = "orders-0/00000000000000000000.log"
+    assert _objects(proxy.requests) == {
+        key: [
+            ("HEAD", None),
+            ("GET", "bytes=0-11"),
+            ("GET", _span(size - 5, size)),
+            ("HEAD", None),  # reopened after close
+            ("GET", "bytes=1-2"),
+        ]
+    }
