@@ -211,3 +211,42 @@ def test_range_reader_opens_once_until_closed(
             ("GET", "bytes=1-2"),
         ]
     }
+
+
+def _windows(data: bytes, chunk: int) -> list[str]:
+    """The ranges a reader with ``readChunkBytes=chunk`` asks for: each window starts at the
+    entry the previous one cut (read again, whole), and grows to hold an entry over ``chunk``."""
+    starts = [0]
+    while starts[-1] < len(data):
+        p = starts[-1]
+        starts.append(p + 12 + int.from_bytes(data[p + 8 : p + 12], "big"))
+    assert starts[-1] == len(data)
+    after = dict(zip(starts, starts[1:]))  # entry start -> its end
+    spans, pos, want = [], 0, chunk
+    while pos < len(data):
+        end = min(pos + want, len(data))
+        spans.append(_span(pos, end))
+        cut = [s for s in starts[:-1] if s >= pos and after[s] > end]
+        if not cut:
+            break
+        pos = cut[0]
+        want = max(chunk, after[pos] - pos)
+    return spans
+
+
+def test_windows_smaller_than_a_segment_share_one_open(
+    counted: tuple[dict[str, str], _Proxy, Path],
+) -> None:
+    """readChunkBytes below the segment size: one HEAD per .log, one GET per window, no other
+    request (the cut entry's length is taken from the window, not asked for again)."""
+    root = counted[2]
+    requests = _read(counted, readChunkBytes="4096")
+    logs = _logs(root)
+    expected = {
+        key: [("HEAD", None)] + [("GET", s) for s in _windows((root / key).read_bytes(), 4096)]
+        for key in logs
+    }
+    assert _objects(requests) == expected
+    # windows overlap by the entry each one cuts: that entry's head is read twice
+    gets = sum(len(v) - 1 for v in expected.values())
+    assert gets > len(logs)
