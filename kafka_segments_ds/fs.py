@@ -234,18 +234,49 @@ def glob_file_info(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileI
     return sorted(current, key=lambda info: info.path)
 
 
-def read_range(filesystem: pafs.FileSystem, path: str, start: int, length: int) -> pa.Buffer:
-    """Read ``length`` bytes at ``start``; a read past the end is returned short."""
-    if start < 0 or length < 0:
-        raise ValueError(f"invalid range start={start} length={length} for {path}")
-    with filesystem.open_input_file(path) as stream:
-        size = stream.size()
-        if length == 0 or start >= size:
+class RangeReader:
+    """Ranged reads of one file through one handle, opened at the first read: on an object
+    store opening costs a request (pyarrow's S3 open is a HEAD), each read one ranged GET.
+    A read past the end is returned short. ``close`` releases the handle; a later read opens
+    the file again."""
+
+    def __init__(self, filesystem: pafs.FileSystem, path: str) -> None:
+        self.filesystem = filesystem
+        self.path = path
+        self._stream: pa.NativeFile | None = None
+        self._size = 0
+
+    def __call__(self, start: int, length: int) -> pa.Buffer:
+        if start < 0 or length < 0:
+            raise ValueError(f"invalid range start={start} length={length} for {self.path}")
+        if self._stream is None:
+            self._stream = self.filesystem.open_input_file(self.path)
+            self._size = self._stream.size()
+        if length == 0 or start >= self._size:
             return pa.py_buffer(b"")
         # read_at returns bytes (a copy); seek + read_buffer keeps Arrow's buffer. On object
         # stores this is still a single ranged GET.
-        stream.seek(start)
-        return _checked(stream.read_buffer(length), min(length, size - start), path, start)
+        self._stream.seek(start)
+        return _checked(
+            self._stream.read_buffer(length), min(length, self._size - start), self.path, start
+        )
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_range(filesystem: pafs.FileSystem, path: str, start: int, length: int) -> pa.Buffer:
+    """Read ``length`` bytes at ``start``; a read past the end is returned short."""
+    with RangeReader(filesystem, path) as read:
+        return read(start, length)
 
 
 def read_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:

@@ -32,7 +32,7 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover, merge_p
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
+from kafka_segments_ds.records.batches import EntryHead, probe_entry, walk_entries
 from kafka_segments_ds.records.compression import decompress
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
@@ -312,7 +312,8 @@ def _entry_head(
     this before a read starts or ends there."""
     if position is None:
         return None
-    entry = probe_entry(_reads(filesystem, seg), position, seg.size, check_limit=VERIFY_ENTRY_BYTES)
+    with _reads(filesystem, seg) as read:  # one open: the entry's head, then the whole entry
+        entry = probe_entry(read, position, seg.size, check_limit=VERIFY_ENTRY_BYTES)
     if entry is None:
         return None
     if not (seg.base_offset <= entry.offset and (next_base is None or entry.offset < next_base)):
@@ -320,9 +321,9 @@ def _entry_head(
     return entry
 
 
-def _reads(filesystem: pafs.FileSystem, seg: SegmentRef) -> Read:
-    """Ranged reads of the segment's ``.log``."""
-    return lambda position, length: kfs.read_range(filesystem, seg.path, position, length)
+def _reads(filesystem: pafs.FileSystem, seg: SegmentRef) -> kfs.RangeReader:
+    """Ranged reads of the segment's ``.log`` through one handle (close it when done)."""
+    return kfs.RangeReader(filesystem, seg.path)
 
 
 def _verified_start(
@@ -495,12 +496,11 @@ def _cut_points(starts: np.ndarray, start: int, end: int, limit: int) -> list[in
 
 def _hop_starts(filesystem: pafs.FileSystem, seg: SegmentRef, start: int, end: int) -> np.ndarray:
     """Entry starts after ``start`` and before ``end``, found by walking the entry framing."""
-    found = [
-        walked.base + walked.positions
-        for walked in walk_entries(
-            _reads(filesystem, seg), start, end, HOP_WINDOW_BYTES, file_size=seg.size
-        )
-    ]
+    with _reads(filesystem, seg) as read:
+        found = [
+            walked.base + walked.positions
+            for walked in walk_entries(read, start, end, HOP_WINDOW_BYTES, file_size=seg.size)
+        ]
     starts = np.concatenate(found) if found else np.empty(0, np.int64)
     return starts[(starts > start) & (starts < end)]
 
@@ -514,18 +514,18 @@ def _iter_v2_headers(
     fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
     batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
     """
-    read = _reads(filesystem, segment)
-    for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
-        v2 = walked.positions[walked.magics == 2]
-        headers = K.parse_v2_headers(walked.window, v2)
-        for i in range(v2.shape[0]):
-            absolute = walked.base + int(v2[i])
-            length = int(headers[i, K.H_LENGTH]) + 12
+    with _reads(filesystem, segment) as read:  # reopened if read_entry outlives the walk
+        for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
+            v2 = walked.positions[walked.magics == 2]
+            headers = K.parse_v2_headers(walked.window, v2)
+            for i in range(v2.shape[0]):
+                absolute = walked.base + int(v2[i])
+                length = int(headers[i, K.H_LENGTH]) + 12
 
-            def read_entry(absolute: int = absolute, length: int = length) -> bytes:
-                return bytes(read(absolute, length))
+                def read_entry(absolute: int = absolute, length: int = length) -> bytes:
+                    return bytes(read(absolute, length))
 
-            yield absolute, headers[i], read_entry
+                yield absolute, headers[i], read_entry
 
 
 def _position_before_time(

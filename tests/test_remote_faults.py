@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -43,11 +44,22 @@ class Fault:
     injected: int = 0
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request the proxy forwarded: method, object key (no query), the query, the Range."""
+
+    method: str
+    key: str
+    query: str
+    range: str | None
+
+
 class _Proxy(http.server.ThreadingHTTPServer):
     daemon_threads = True
     upstream: tuple[str, int]
     fault: Fault
     lock: threading.Lock
+    requests: list[Request]
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -70,6 +82,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return fault.kind
 
     def _forward(self) -> None:
+        key, _, query = self.path.partition("?")
+        with self.server.lock:
+            self.server.requests.append(Request(self.command, key, query, self.headers.get("Range")))
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         kind = self._take_fault()
@@ -138,27 +153,39 @@ def _serve(
     moto_port: int,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[dict[str, str], Fault, pa.Table]]:
-    root = write_sample_log_dir(
-        tmp_path_factory.mktemp("faults"), records_per_partition=300, segment_bytes=16 * 1024
-    )
-    pafs.copy_files(
-        str(root),
-        f"{BUCKET}/logs",
-        source_filesystem=pafs.LocalFileSystem(),
-        destination_filesystem=direct,
-    )
-    proxy = _Proxy(("127.0.0.1", 0), _Handler)
-    proxy.upstream = (moto_host, moto_port)
-    proxy.fault = Fault()
-    proxy.lock = threading.Lock()
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    host, port = proxy.server_address[:2]
-    options = {**CREDENTIALS, "fs.s3.endpoint": f"http://{host}:{port}"}
+    root = upload_sample(direct, BUCKET, tmp_path_factory.mktemp("faults"))
+    proxy, options = start_proxy(moto_host, moto_port)
     try:
         yield options, proxy.fault, ksd.read_table(str(root))
     finally:
         proxy.shutdown()
+
+
+def upload_sample(direct: pafs.S3FileSystem, bucket: str, tmp: Path) -> Path:
+    """Write the sample log dir (several segments per partition) under ``tmp`` and copy it to
+    ``bucket/logs``; returns the local copy."""
+    root = write_sample_log_dir(tmp, records_per_partition=300, segment_bytes=16 * 1024)
+    pafs.copy_files(
+        str(root),
+        f"{bucket}/logs",
+        source_filesystem=pafs.LocalFileSystem(),
+        destination_filesystem=direct,
+    )
+    return root
+
+
+def start_proxy(moto_host: str, moto_port: int) -> tuple[_Proxy, dict[str, str]]:
+    """A proxy in front of moto, serving on a thread (``proxy.shutdown()`` stops it), and the
+    reader options pointing at it."""
+    proxy = _Proxy(("127.0.0.1", 0), _Handler)
+    proxy.upstream = (moto_host, moto_port)
+    proxy.fault = Fault()
+    proxy.lock = threading.Lock()
+    proxy.requests = []
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    host, port = proxy.server_address[:2]
+    return proxy, {**CREDENTIALS, "fs.s3.endpoint": f"http://{host}:{port}"}
 
 
 def _read(options: dict[str, str], **extra: Any) -> pa.Table:

@@ -230,7 +230,12 @@ class _TaskReader:
             if outcome == K.FRAMING_END:
                 pos, want = next_pos, chunk
             elif outcome == K.FRAMING_PARTIAL:
-                header = self.source.read(next_pos, 12)
+                # the cut entry's prefix is (nearly always) in the window already: no request
+                header = (
+                    window[stop : stop + 12]
+                    if window.shape[0] >= stop + 12
+                    else self.source.read(next_pos, 12)
+                )
                 size = be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
                 entry_len = 12 + size
                 if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
