@@ -119,14 +119,6 @@ def test_record_kernels_agree(recs: list, damage: int) -> None:  # type: ignore[
         assert results[0][7][0] == list(range(len(recs)))
 
 
-@compiled_only
-@pytest.mark.parametrize("lasts", [[5, 9, 3, 10, 11], [1, 2, 3], [4, 1, 2, 3], [9, 9, 9]])
-def test_first_offset_outlier_agrees(lasts: list[int]) -> None:
-    array = np.array(lasts, np.int64)
-    for previous in (-1, 0, 4):
-        expected = K.PURE_PYTHON["first_offset_outlier"](array, previous)
-        assert K.first_offset_outlier(array, previous) == expected
-
 
 def _columns(recs: list) -> E.RecordColumns:  # type: ignore[type-arg]
     table = pa.table(

@@ -412,13 +412,3 @@ def entry_last_offsets(const uint8_t[::1] buf, positions, magics):
             o[i] += read_i32(ptr(buf) + pos[i] + 23)
     return out
 
-
-def first_offset_outlier(lasts, int64_t previous):
-    cdef const int64_t[:] v = _i64(lasts)
-    cdef Py_ssize_t n = v.shape[0], i
-    cdef int64_t before
-    for i in range(n - 2):
-        before = previous if i == 0 else v[i - 1]
-        if v[i] >= v[i + 1] and v[i] >= v[i + 2] and before < v[i + 1] < v[i + 2]:
-            return i
-    return -1

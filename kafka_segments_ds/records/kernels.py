@@ -409,21 +409,6 @@ def entry_last_offsets(buf: np.ndarray, positions: np.ndarray, magics: np.ndarra
     return out
 
 
-def first_offset_outlier(lasts: np.ndarray, previous: int) -> int:
-    """Index of the first entry whose last offset sticks out above its neighbours, or -1.
-
-    An entry is an outlier when it is not below either of the next two entries while those
-    two, and the entry before it, are in order: the signature of a damaged offset field
-    (not covered by any checksum) rather than of overlapping batches, which break the order
-    only once.
-    """
-    v = np.asarray(lasts, np.int64).tolist()
-    for i in range(len(v) - 2):
-        before = previous if i == 0 else v[i - 1]
-        if v[i] >= v[i + 1] and v[i] >= v[i + 2] and before < v[i + 1] < v[i + 2]:
-            return i
-    return -1
-
 
 # the pure-Python kernels by name, whichever path runs (tests compare the two)
 PURE_PYTHON: dict[str, Callable[..., Any]] = {
@@ -439,7 +424,6 @@ PURE_PYTHON: dict[str, Callable[..., Any]] = {
         gather_into,
         find_entry_candidate,
         entry_last_offsets,
-        first_offset_outlier,
     )
 }
 _compiled = load("kafka_segments_ds.records._kernels")
@@ -492,4 +476,3 @@ if _compiled is not None:
 
     find_entry_candidate = _compiled.find_entry_candidate
     entry_last_offsets = _compiled.entry_last_offsets
-    first_offset_outlier = _compiled.first_offset_outlier
