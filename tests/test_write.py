@@ -379,6 +379,33 @@ def test_abort_after_the_journal_rolls_forward(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["t-0"]
 
 
+def test_abort_retries_while_a_cancelled_task_still_writes(tmp_path: Path) -> None:
+    """Spark aborts while cancelled tasks may still be creating files in staging: the first
+    removals fail ("directory not empty"); abort keeps trying and leaves the target as before."""
+    job, fs = commit_module.prepare_job(str(tmp_path), commit_module.WriteOptions(topic="t"), False)
+    from kafka_segments_ds.writer.task import TaskWriter
+
+    late = TaskWriter(job, 1, fs)
+    calls: list[int] = []
+    real_delete = fs.delete_dir
+
+    def delete_dir(path: str) -> None:
+        calls.append(1)
+        if len(calls) < 3:  # the late task adds a chunk file just as the removal runs
+            with open(os.path.join(late.directory, f"chunk-{len(calls)}"), "wb") as out:
+                out.write(b"x")
+            raise OSError(39, "Directory not empty", path)
+        real_delete(path)
+
+    class Proxy:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return delete_dir if name == "delete_dir" else getattr(fs, name)
+
+    commit_module.abort_job(job, Proxy())  # type: ignore[arg-type]
+    assert len(calls) == 3
+    assert os.listdir(tmp_path) == []
+
+
 def test_recover_removes_abandoned_staging(tmp_path: Path) -> None:
     job, fs = commit_module.prepare_job(str(tmp_path), commit_module.WriteOptions(topic="t"), False)
     from kafka_segments_ds.writer.task import TaskWriter

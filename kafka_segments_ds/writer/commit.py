@@ -521,13 +521,33 @@ def abort_job(job: JobSpec, filesystem: pafs.FileSystem) -> None:
     if _exists(filesystem, f"{job.staging}/{JOURNAL}"):
         _recover_staging(filesystem, job.staging)
         return
-    if _exists(filesystem, job.staging):
-        filesystem.delete_dir(job.staging)
+    _remove_staging(filesystem, job.staging)
     for directory in job.created_dirs:  # deepest first; only while they are empty
         if _exists(filesystem, directory):
             if _listing(filesystem, directory):
                 break
             filesystem.delete_dir(directory)
+
+
+# Spark calls abort as soon as one task fails; the job's other running tasks are cancelled,
+# not awaited, so for a moment they can still be creating files in staging. A removal racing
+# with them fails ("directory not empty"): try again until it succeeds or the settle time is
+# over. Once staging is gone nothing recreates it: task directories and chunk files are
+# created non-recursively.
+ABORT_SETTLE_SECONDS = 30.0
+
+
+def _remove_staging(fs: pafs.FileSystem, staging: str) -> None:
+    deadline = time.monotonic() + ABORT_SETTLE_SECONDS
+    pause = 0.05
+    while _exists(fs, staging):
+        try:
+            fs.delete_dir(staging)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 def _recover_staging(fs: pafs.FileSystem, staging: str) -> None:
