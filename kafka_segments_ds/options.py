@@ -6,6 +6,7 @@ Names and meanings follow Spark's Kafka source wherever it has the same option.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 
 EARLIEST = -2
 LATEST = -1
+log = logging.getLogger(__name__)
+
 DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
@@ -51,6 +54,25 @@ READ_OPTIONS = {
 }
 # passed through to storage / Spark and not ours to validate
 PASSTHROUGH_PREFIXES = ("fs.", "path", "paths")
+
+# Options of Spark's Kafka source that only steer its consumer or its streams: a job moved from
+# a broker to an archive keeps them, and a batch read ignores them as Spark's does. Consumer
+# settings (``kafka.*``) mean nothing without a broker, except the isolation level.
+KAFKA_SOURCE_ONLY_OPTIONS = frozenset(
+    name.lower()
+    for name in (
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "groupIdPrefix",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "maxRecordsPerPartition",
+    )
+)
+CLIENT_PREFIX = "kafka."
+CONSUMER_ISOLATION_LEVEL = "kafka.isolation.level"
 
 PartitionKey = tuple[str | None, int | None]
 
@@ -186,6 +208,21 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
                 raise InvalidOptionError(f"option {key} given twice")
             raw[lowered] = value
     storage: list[tuple[str, str]] = []
+    if CONSUMER_ISOLATION_LEVEL in raw:  # the consumer setting Spark's Kafka source passes on
+        level = raw.pop(CONSUMER_ISOLATION_LEVEL)
+        if "isolationlevel" in raw and str(raw["isolationlevel"]) != str(level):
+            raise InvalidOptionError(
+                f"isolationLevel={raw['isolationlevel']!r} and "
+                f"kafka.isolation.level={level!r} disagree"
+            )
+        raw["isolationlevel"] = level
+    ignored = sorted(
+        key for key in raw if key.startswith(CLIENT_PREFIX) or key in KAFKA_SOURCE_ONLY_OPTIONS
+    )
+    if ignored:
+        log.info("options that only a broker or a stream uses are ignored: %s", ", ".join(ignored))
+        for key in ignored:
+            del raw[key]
     for key in list(raw):
         if key not in READ_OPTIONS:
             if key.startswith(PASSTHROUGH_PREFIXES):
