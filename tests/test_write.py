@@ -780,3 +780,27 @@ def test_other_inputs_are_refused_clearly(tmp_path: Path, data: object, message:
     with pytest.raises(InvalidInputError, match=message):
         write_table(data, target, topic="t")
     assert not target.exists()
+
+
+def test_append_after_a_damaged_index_takes_the_next_offset_from_the_log(tmp_path: Path) -> None:
+    """An ``.index`` whose last position points inside a batch, at bytes that frame one "entry"
+    reaching the end of the file, must not give the appended records their offsets: the
+    position is used only where a checksum-valid entry starts."""
+    marker = b"\x7f" * 8
+
+    def first_write(fake: bytes) -> bytes:
+        values = [b"value-%d" % i for i in range(5)] + [fake]
+        write_table(pa.table({"value": pa.array(values, pa.binary())}), tmp_path, topic="t")
+        return (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+
+    data = first_write(marker + b"\x00" * 24)
+    position = data.index(marker)
+    for child in (tmp_path / "t-0").iterdir():
+        child.unlink()
+    (tmp_path / "t-0").rmdir()
+    fake = marker + (len(data) - position - 12).to_bytes(4, "big") + b"\x00" * 20
+    assert len(first_write(fake)) == len(data)
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    index.write_bytes((5).to_bytes(4, "big") + position.to_bytes(4, "big"))
+    write_table(records(3), tmp_path, topic="t", mode="append")
+    assert read_table(tmp_path).column("offset").to_pylist() == list(range(9))

@@ -246,9 +246,7 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
             position in hidden
             or first <= highest
             or any(start < position < end for start, end in overlapped)
-            or any(
-                o.position < position and (o.last >= first or o.end > position) for o in others
-            )
+            or any(o.position < position and (o.last >= first or o.end > position) for o in others)
         ):
             first_free = min(first_free, position)
         else:
