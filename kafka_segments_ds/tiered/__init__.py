@@ -6,7 +6,12 @@ ones (:mod:`.storage`). See docs/TIERED.md."""
 from __future__ import annotations
 
 from kafka_segments_ds.tiered.chunks import load_private_keys
-from kafka_segments_ds.tiered.layouts import LAYOUTS, discover_layout, resolve_overlaps
+from kafka_segments_ds.tiered.layouts import (
+    LAYOUTS,
+    discover_layout,
+    is_tiered_segment,
+    resolve_overlaps,
+)
 from kafka_segments_ds.tiered.storage import base_filesystem, combine_filesystems
 
 __all__ = [
@@ -14,6 +19,7 @@ __all__ = [
     "base_filesystem",
     "combine_filesystems",
     "discover_layout",
+    "is_tiered_segment",
     "load_private_keys",
     "resolve_overlaps",
 ]

@@ -107,7 +107,7 @@ def discover_layout(
     root = path.rstrip("/") or "/"
     info = filesystem.get_file_info(root)
     if layout == "auto":
-        if info.type == pafs.FileType.File and parse_stem(info.base_name) is None:
+        if info.type == pafs.FileType.File and _tiered_stem(info.path) is None:
             return filesystem, discover(path, filesystem)
         if info.type == pafs.FileType.Directory or info.type == pafs.FileType.NotFound:
             found = discover(path, filesystem)  # FileNotFoundError when missing
@@ -115,16 +115,34 @@ def discover_layout(
                 return filesystem, found
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"no such file or directory: {root}")
-    only = None
+    stem = None
     if info.type == pafs.FileType.File:
-        only, root = info.path, posixpath.dirname(info.path)
+        stem = _tiered_stem(info.path)
+        if stem is None:
+            raise InvalidOptionError(f"{root} is not a segment file of the {layout} layout")
+        root = posixpath.dirname(info.path)
     listing = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
-    if only is not None:
-        parsed = parse_stem(posixpath.basename(only))
-        assert parsed is not None
-        stem = only[: len(only) - len(parsed[2])]
+    if stem is not None:  # one segment: its own objects only
         listing = [i for i in listing if i.path.startswith(stem + ".")]
     return _discover_tiered(root, filesystem, listing, layout, dict(private_keys or {}))
+
+
+def _tiered_stem(path: str) -> str | None:
+    """``path`` without its suffix when it names a tiered segment's ``.log`` (or Azure
+    ``SEGMENT``) object, else None."""
+    name = posixpath.basename(path)
+    parsed = parse_stem(name)
+    if parsed is not None and parsed[2] == LOG_SUFFIX:
+        return path[: -len(LOG_SUFFIX)]
+    match = _AZURE_BLOB.fullmatch(name)
+    if match is not None and match["kind"] == "SEGMENT":
+        return path[: -len(".SEGMENT")]
+    return None
+
+
+def is_tiered_segment(segment: SegmentRef) -> bool:
+    """True for a segment named by a tiered layout (not ``<20-digit offset>.log``)."""
+    return _tiered_stem(segment.path) is not None
 
 
 def _discover_tiered(
