@@ -16,6 +16,7 @@ are read again where needed and kept per process.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import posixpath
 import threading
@@ -43,7 +44,7 @@ from kafka_segments_ds.tiered.chunks import ChunkDecoder, ChunkedLog, unwrap_dat
 
 MANIFESTS_KEPT = 4096  # parsed manifests kept per process
 _CACHE: OrderedDict[tuple[bytes, str], SegmentManifest] = OrderedDict()
-_KEYS: OrderedDict[tuple[bytes, str], bytes] = OrderedDict()
+_KEYS: OrderedDict[tuple[bytes, str, bytes], bytes] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -122,9 +123,11 @@ class TieredHandler(pafs.FileSystemHandler):
         return manifest
 
     def data_key(self, stem_path: str, manifest: SegmentManifest) -> bytes:
-        key = (self.identity, stem_path)
+        pem = self.private_keys.get(manifest.key_pair_id or "")
+        # a data key unwrapped once is reused only by a reader holding the same private key
+        key = (self.identity, stem_path, hashlib.sha256(pem).digest() if pem else b"")
         with _CACHE_LOCK:
-            found = _KEYS.get(key)
+            found = _KEYS.get(key) if pem else None
         if found is None:
             found = unwrap_data_key(
                 manifest, self.private_keys, self._shown(stem_path + LOG_SUFFIX)
