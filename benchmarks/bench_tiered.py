@@ -14,7 +14,8 @@ and the time to just read and zstd-decompress every chunk of the chunked bucket.
 
 Usage::
 
-    python benchmarks/bench_tiered.py [--records 120000] [--chunk-mb 4] [--rounds 5] [--data bench-data]
+    python benchmarks/bench_tiered.py [--records 120000] [--chunk-mb 4] [--rounds 5]
+                                      [--data bench-data]
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def build(root: Path, records: int, chunk: int) -> tuple[Path, Path, Path]:
             topic, _, partition = directory.name.rpartition("-")
             if not partition.isdigit():
                 continue
-            upload_aiven(directory, local, f"{plain}/", topic, int(partition), chunk_size=chunk, seed=i)
+            upload_aiven(
+                directory, local, f"{plain}/", topic, int(partition), chunk_size=chunk, seed=i
+            )
             upload_aiven(
                 directory, local, f"{chunked}/", topic, int(partition), chunk_size=chunk, seed=i,
                 compression=True,
@@ -87,8 +90,10 @@ def main(argv: list[str]) -> int:
     logs, plain, chunked = build(root, args.records, chunk)
     size = sum(p.stat().st_size for p in logs.rglob("*.log"))
     stored = sum(p.stat().st_size for p in chunked.rglob("*.log"))
-    print(f"{size / 2**20:.1f} MiB of segments; zstd-chunked bucket stores {stored / 2**20:.1f} MiB"
-          f" in {chunk / 2**20:g} MiB chunks")
+    print(
+        f"{size / 2**20:.1f} MiB of segments; zstd-chunked bucket stores {stored / 2**20:.1f} MiB"
+        f" in {chunk / 2**20:g} MiB chunks"
+    )
     print("load before:", uptime())
     cases = {
         "plain log dir": lambda: read_table(str(logs)).num_rows,
@@ -113,10 +118,19 @@ def main(argv: list[str]) -> int:
     base = median["plain log dir"]
     ratio_plain = median["aiven uncompressed"] / base
     ratio_zstd = median["aiven zstd chunks"] / (base + median["decompress chunks only"])
-    print(f"aiven uncompressed / plain log dir                 = {ratio_plain:.3f}  (target <= 1.2)")
+    print(
+        f"aiven uncompressed / plain log dir                 = {ratio_plain:.3f}  (target <= 1.2)"
+    )
     print(f"aiven zstd chunks / (plain + decompressing chunks) = {ratio_zstd:.3f}  (target <= 1.0)")
-    print(json.dumps({"rows": results["plain log dir"], "ratio_uncompressed": round(ratio_plain, 3),
-                      "ratio_zstd": round(ratio_zstd, 3)}))
+    print(
+        json.dumps(
+            {
+                "rows": results["plain log dir"],
+                "ratio_uncompressed": round(ratio_plain, 3),
+                "ratio_zstd": round(ratio_zstd, 3),
+            }
+        )
+    )
     return 0
 
 

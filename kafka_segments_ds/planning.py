@@ -257,9 +257,9 @@ def segment_bounds(segs: Sequence[SegmentRef], i: int) -> tuple[int | None, int 
     return seg.read_from, None, next_first
 
 
-def _narrow(low: int | None, high: int | None, read_from: int | None, read_until: int | None) -> (
-    tuple[int | None, int | None]
-):
+def _narrow(
+    low: int | None, high: int | None, read_from: int | None, read_until: int | None
+) -> tuple[int | None, int | None]:
     if read_from is not None:
         low = read_from if low is None else max(low, read_from)
     if read_until is not None:
@@ -282,17 +282,17 @@ def _segment_tasks(
         limit = next_base if read_until is None else read_until  # its offsets end before it
         if start_offset is not None and limit is not None and limit <= start_offset:
             continue
-        if start_offset is not None and seg.last_offset is not None:
-            if seg.last_offset < start_offset:
-                continue  # the manifest's end offset says so: no need to open the segment
+        last = seg.last_offset  # from a manifest: no need to open the segment to know
+        if start_offset is not None and last is not None and last < start_offset:
+            continue
         if end_offset is not None and seg.base_offset >= end_offset:
             break
         low, high = _narrow(start_offset, end_offset, read_from, read_until)
         if low is not None and high is not None and high <= low:
             continue
-        if min_timestamp is not None and seg.max_timestamp is not None:
-            if seg.max_timestamp < min_timestamp:
-                continue  # every record is older (the manifest's maxTimestampMs)
+        newest = seg.max_timestamp  # a manifest's maxTimestampMs: every record is older
+        if min_timestamp is not None and newest is not None and newest < min_timestamp:
+            continue
         start_position = 0
         end_position = None
         if (low is not None and low > seg.base_offset) or (

@@ -86,7 +86,9 @@ def plain(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def same_rows(bucket: str, source: Path, **options: Any) -> int:
-    expected = ksd.read_table(str(source), **{k: v for k, v in options.items() if k != "privateKeys" and k != "layout"})
+    expected = ksd.read_table(
+        str(source), **{k: v for k, v in options.items() if k != "privateKeys" and k != "layout"}
+    )
     got = ksd.read_table(bucket, **options)
     assert plain(got) == plain(expected)
     return got.num_rows
@@ -129,9 +131,7 @@ def test_the_bucket_is_what_each_transform_stores(
     # plain: the .log objects are the broker's files byte for byte; otherwise they are not
     for variant, (root, _) in aiven_buckets.items():
         originals = {p.name[:20]: p.read_bytes() for p in (source / "events-0").glob("*.log")}
-        events0 = {
-            p.name[:20]: p.read_bytes() for p in (root / "tiered").glob("events-*/0/*.log")
-        }
+        events0 = {p.name[:20]: p.read_bytes() for p in (root / "tiered").glob("events-*/0/*.log")}
         assert events0.keys() == originals.keys()
         same = [events0[k] == originals[k] for k in originals]
         assert all(same) if variant in ("plain", "legacy") else not any(same), variant
@@ -151,7 +151,9 @@ def test_aiven_segments_are_split_at_chunk_boundaries(
     for task in cut:
         # pieces of whole chunks (2500 rounds up to 3 x 1000): each cut is the first entry
         # at or after a chunk boundary
-        original = source / f"{task.topic}-{task.partition}" / f"{task.segment.base_offset:020d}.log"
+        original = (
+            source / f"{task.topic}-{task.partition}" / f"{task.segment.base_offset:020d}.log"
+        )
         starts = scan_entries(original.read_bytes()).positions.tolist()
         boundary = task.start_position // 1000 * 1000
         assert boundary > 0 and task.start_position == min(s for s in starts if s >= boundary)
@@ -188,9 +190,7 @@ def _two_copies(directory: Path, tmp_path: Path, writer: Any) -> Path:
     return other
 
 
-def test_overlapping_aiven_segments_give_each_offset_once(
-    source: Path, tmp_path: Path
-) -> None:
+def test_overlapping_aiven_segments_give_each_offset_once(source: Path, tmp_path: Path) -> None:
     directory = source / "events-0"
     topic_id = "AAAAAAAAAAAAAAAAAAAAAA"
     _two_copies(
@@ -217,7 +217,9 @@ def test_overlapping_raw_segments_give_each_offset_once(source: Path, tmp_path: 
     _two_copies(
         directory,
         tmp_path,
-        lambda d, seed: upload_local_tiered(d, LOCAL, f"{tmp_path}/ts{seed}", "events", 0, seed=seed),
+        lambda d, seed: upload_local_tiered(
+            d, LOCAL, f"{tmp_path}/ts{seed}", "events", 0, seed=seed
+        ),
     )
     # both copies in one partition directory
     target = tmp_path / "merged" / "kafka-tiered-storage" / "events-0-AAAAAAAAAAAAAAAAAAAAAA"
@@ -238,16 +240,28 @@ def test_local_tiered_storage(source: Path, tmp_path: Path) -> None:
 
 def test_pinterest_layout_with_hash_bits(source: Path, tmp_path: Path) -> None:
     for i, (directory, topic, partition) in enumerate(partitions_of(source)):
-        upload_pinterest(directory, LOCAL, f"{tmp_path}/base", "c1", topic, partition, hash_bits=f"{i % 2}{i // 2}")
+        upload_pinterest(
+            directory,
+            LOCAL,
+            f"{tmp_path}/base",
+            "c1",
+            topic,
+            partition,
+            hash_bits=f"{i % 2}{i // 2}",
+        )
     for options in OPTIONS:
-        same_rows(f"{tmp_path}/base", source, **options)
+        same_rows(f"{tmp_path}/base", source, layout="pinterest", **options)
+    # not guessed: the parent of broker-style partition directories is no data by default
+    assert ksd.read_table(f"{tmp_path}/base").num_rows == 0
 
 
 def test_linkedin_azure_layout(source: Path, tmp_path: Path) -> None:
     ids = {}
     for i, (directory, topic, partition) in enumerate(partitions_of(source)):
         ids[topic] = ids.get(topic) or uuid.UUID(int=i + 1)
-        upload_linkedin_azure(directory, LOCAL, str(tmp_path), ids[topic], partition, container_prefix="kafka")
+        upload_linkedin_azure(
+            directory, LOCAL, str(tmp_path), ids[topic], partition, container_prefix="kafka"
+        )
     got = ksd.read_table(str(tmp_path), layout="linkedin-azure")
     names = {str(v): k for k, v in ids.items()}
     renamed = [{**r, "topic": names[r["topic"]]} for r in plain(got)]
@@ -323,11 +337,18 @@ def test_truncated_log_object_contradicts_the_manifest(
     log = _biggest_log(copy)
     log.write_bytes(log.read_bytes()[:-10])
     manifest = log.with_suffix(".rsm-manifest")
-    with pytest.raises(ManifestError, match=rf"{manifest.name}: chunk index says the \.log object holds \d+ bytes, the object has \d+"):
+    with pytest.raises(
+        ManifestError,
+        match=rf"{manifest.name}: chunk index says the \.log object holds \d+ bytes, "
+        r"the object has \d+",
+    ):
         ksd.read_table(str(copy), **options)
 
 
-@pytest.mark.parametrize(("variant", "message"), [("zstd", "does not decompress"), ("encrypted", "fails AES-GCM authentication")])
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [("zstd", "does not decompress"), ("encrypted", "fails AES-GCM authentication")],
+)
 def test_damaged_chunk_names_the_segment_and_position(
     aiven_buckets: dict[str, tuple[Path, dict[str, str]]],
     tmp_path: Path,
@@ -357,7 +378,9 @@ def test_damage_inside_a_zstd_chunk_is_caught_by_the_batch_crc(
     copy = _copy_bucket(root, tmp_path)
     log = _biggest_log(copy)
     data = bytearray(log.read_bytes())
-    data[len(data) // 2 : len(data) // 2 + 3] = bytes(b ^ 0xFF for b in data[len(data) // 2 : len(data) // 2 + 3])
+    data[len(data) // 2 : len(data) // 2 + 3] = bytes(
+        b ^ 0xFF for b in data[len(data) // 2 : len(data) // 2 + 3]
+    )
     log.write_bytes(bytes(data))
     storage._CACHE.clear()
     with pytest.raises((ChecksumError, StorageError), match=rf"file {log}, byte position \d+"):

@@ -24,7 +24,8 @@ BUCKET = "tiered"
 
 @pytest.fixture(scope="module")
 def bucket(
-    moto_s3, tmp_path_factory: pytest.TempPathFactory  # type: ignore[no-untyped-def]
+    moto_s3,
+    tmp_path_factory: pytest.TempPathFactory,  # type: ignore[no-untyped-def]
 ) -> Iterator[tuple[dict[str, str], _Proxy, Path, dict[str, str]]]:
     """(options via the counting proxy, the proxy, the source log dir, private-key option)."""
     source = write_oracle_log_dir(tmp_path_factory.mktemp("s3-tiered-src"))
@@ -83,7 +84,9 @@ def _base(key: str) -> int:
     ],
     ids=["all", "shallow", "startingOffsets", "startingTimestamp"],
 )
-def test_s3_bucket_reads_like_the_log_dir(bucket: Any, prefix: str, options: dict[str, Any]) -> None:
+def test_s3_bucket_reads_like_the_log_dir(
+    bucket: Any, prefix: str, options: dict[str, Any]
+) -> None:
     rows, _ = _read(bucket, prefix, **options)
     expected = _rows(ksd.read_table(str(bucket[2]), **options))
     assert rows == expected and rows
@@ -105,7 +108,10 @@ def test_uncompressed_aiven_logs_are_read_like_broker_segments(bucket: Any) -> N
 def test_starting_offsets_open_no_log_before_the_start(bucket: Any) -> None:
     start = 333
     _, requests = _read(
-        bucket, "plain", startingOffsets=json.dumps({"events": {"0": start}}), assign='{"events":[0]}'
+        bucket,
+        "plain",
+        startingOffsets=json.dumps({"events": {"0": start}}),
+        assign='{"events":[0]}',
     )
     bases = sorted(int(p.stem) for p in (bucket[2] / "events-0").glob("*.log"))
     first = max(b for b in bases if b <= start)
@@ -120,8 +126,13 @@ def test_starting_timestamp_skips_segments_by_manifest_max_timestamp(bucket: Any
     directory = bucket[2] / "events-0"
     bases = sorted(int(p.stem) for p in directory.glob("*.log"))
     max_ts = {
-        b: int(kidx.parse_time_index((directory / f"{b:020d}.timeindex").read_bytes(), b).timestamps.max())
-        if (directory / f"{b:020d}.timeindex").stat().st_size else None
+        b: int(
+            kidx.parse_time_index(
+                (directory / f"{b:020d}.timeindex").read_bytes(), b
+            ).timestamps.max()
+        )
+        if (directory / f"{b:020d}.timeindex").stat().st_size
+        else None
         for b in bases
     }
     opened = sorted(_base(name) for name in _by_object(requests, ".log"))
@@ -129,7 +140,9 @@ def test_starting_timestamp_skips_segments_by_manifest_max_timestamp(bucket: Any
     # every segment before the first one reaching the target was skipped unopened
     first = min(_base(name) for name in _by_object(requests, ".log"))
     assert all(b >= first for b in opened)
-    assert all(ts is None or ts < target for b, ts in max_ts.items() if b < first and ts is not None)
+    assert all(
+        ts is None or ts < target for b, ts in max_ts.items() if b < first and ts is not None
+    )
 
 
 def test_chunked_read_starts_at_the_chunk_holding_the_start(bucket: Any) -> None:
@@ -145,7 +158,10 @@ def test_chunked_read_starts_at_the_chunk_holding_the_start(bucket: Any) -> None
     else:
         pytest.fail("no segment with an index entry past byte 2000")
     rows, requests = _read(
-        bucket, "chunked", startingOffsets=json.dumps({"events": {"0": offset}}), assign='{"events":[0]}'
+        bucket,
+        "chunked",
+        startingOffsets=json.dumps({"events": {"0": offset}}),
+        assign='{"events":[0]}',
     )
     assert rows[0]["offset"] == offset
     calls = _by_object(requests, ".log")[f"events-0/{base:020d}"]

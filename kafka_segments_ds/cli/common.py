@@ -187,8 +187,7 @@ def partitions(
         if not any(part.segments for part in parts):
             raise NoKafkaDataError(
                 f"{path}: no Kafka log segments (<20-digit offset>.log files) in it, in its "
-                "<topic>-<partition> subdirectories, or matching it, and no complete "
-                "tiered-storage segments (see the layout option)"
+                "<topic>-<partition> subdirectories, or matching it"
             )
         found.extend((filesystem, part) for part in parts)
     return found

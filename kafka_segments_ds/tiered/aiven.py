@@ -25,7 +25,7 @@ Manifest (``version`` "1")::
                                   "eventTimestampMs", "segmentLeaderEpochs": {epoch: offset}}}
 
 Chunk-size list (``ChunkSizesBinaryCodec``, big-endian): ``count:i32``; then nothing
-(count 0), ``last:i32`` (count 1), or ``base:i32, bpv:u8, (count-1) × bpv-byte values (each
+(count 0), ``last:i32`` (count 1), or ``base:i32, bpv:u8, (count-1) bpv-byte values (each
 + base), last:i32``.
 
 Every number in a manifest is untrusted: geometry is checked against the object sizes the
@@ -149,9 +149,11 @@ class SegmentManifest:
         sizes = np.diff(chunks.transformed_starts)
         expected = np.full(chunks.count, chunks.original_chunk_size + overhead, np.int64)
         if chunks.count:
-            expected[-1] = chunks.original_span(chunks.count - 1)[1] - (
-                (chunks.count - 1) * chunks.original_chunk_size
-            ) + overhead
+            expected[-1] = (
+                chunks.original_span(chunks.count - 1)[1]
+                - ((chunks.count - 1) * chunks.original_chunk_size)
+                + overhead
+            )
         if not np.array_equal(sizes, expected):
             bad = int(np.nonzero(sizes != expected)[0][0])
             raise ManifestError(
@@ -218,9 +220,7 @@ def encode_chunk_sizes(sizes: list[int]) -> bytes:
     return _I32.pack(len(sizes)) + _BASE_BPV.pack(base, bpv) + values + _I32.pack(sizes[-1])
 
 
-def parse_manifest(
-    data: bytes, log_size: int | None, indexes_size: int | None
-) -> SegmentManifest:
+def parse_manifest(data: bytes, log_size: int | None, indexes_size: int | None) -> SegmentManifest:
     """Parse and check a manifest against the stored sizes of its ``.log`` object (``None``:
     not known, checked when the object is opened) and of its ``.indexes`` object (``None``:
     there is none). Raises :class:`ManifestError`."""
@@ -234,7 +234,7 @@ def parse_manifest(
         raise ManifestError("manifest is not a JSON object")
     version = doc.get("version")
     if version != "1":
-        raise ManifestError(f"manifest version {version!r} is not supported (only \"1\")")
+        raise ManifestError(f'manifest version {version!r} is not supported (only "1")')
     compression = doc.get("compression", False)
     if not isinstance(compression, bool):
         raise ManifestError(f"manifest compression is {compression!r}, not a boolean")

@@ -223,7 +223,9 @@ class ChunkedLog:
         for i in range(first, last + 1):
             chunk = self._decoded[i]
             begin = i * size
-            parts.append(memoryview(chunk)[max(start, begin) - begin : min(stop, begin + size) - begin])
+            parts.append(
+                memoryview(chunk)[max(start, begin) - begin : min(stop, begin + size) - begin]
+            )
         return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
 
     def _fetch(self, first: int, last: int) -> None:
@@ -270,14 +272,15 @@ class ChunkedLog:
 
 def load_private_keys(files: Mapping[str, str] | Any) -> dict[str, bytes]:
     """Key-pair id -> PEM bytes, read from the files the ``privateKeys`` option names."""
-    keys = {}
-    for key_pair_id, path in dict(files).items():
-        try:
-            with open(path, "rb") as handle:
-                keys[key_pair_id] = handle.read()
-        except OSError as err:
-            raise InvalidOptionError(
-                f"privateKeys: cannot read the PEM file {path!r} of key pair {key_pair_id!r}: "
-                f"{err.strerror or err}"
-            ) from err
-    return keys
+    return {key_pair_id: _read_pem(key_pair_id, path) for key_pair_id, path in dict(files).items()}
+
+
+def _read_pem(key_pair_id: str, path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as err:
+        raise InvalidOptionError(
+            f"privateKeys: cannot read the PEM file {path!r} of key pair {key_pair_id!r}: "
+            f"{err.strerror or err}"
+        ) from err

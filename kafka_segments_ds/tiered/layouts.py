@@ -1,13 +1,15 @@
 """Discovery of tiered-storage buckets (KIP-405 and raw uploaders, TIERED.md §1-3).
 
-Layouts, by the keys below the path given (any prefix above them):
+Layouts, by the keys below the path given (any prefix above them; ``<seg>`` is
+``<offset:020d>-<segmentId>``):
 
-``aiven``          ``<topic>-<topicId>/<partition>/<offset:020d>-<segmentId>.{log,indexes,rsm-manifest}``
+``aiven``          ``<topic>-<topicId>/<partition>/<seg>.{log,indexes,rsm-manifest}``
                    (pre-2023-10: ``.index``/``.timeindex``/``.txnindex`` objects, no ``.indexes``)
 ``local-tiered``   Kafka's LocalTieredStorage:
-                   ``<topic>-<partition>-<topicId>/<offset:020d>-<segmentId>.{log,index,timeindex,txnindex}``
-``pinterest``      ``[<hash bits>/]<cluster>/<topic>-<partition>/<offset:020d>.{log,index,timeindex}``
-                   at any depth (broker-style partition directories)
+                   ``<topic>-<partition>-<topicId>/<seg>.{log,index,timeindex,txnindex}``
+``pinterest``      ``[<hash bits>/]<cluster>/<topic>-<partition>/<offset:020d>.{log,index,...}``
+                   at any depth (broker-style partition directories; never guessed: a broker
+                   log dir's parent must not pass for data)
 ``linkedin-azure`` ``[<prefix>-]<topicId as UUID>/<partition>.<segmentId as UUID>.{SEGMENT,OFFSET,
                    TIMESTAMP,TRANSACTION,...}``: the topic column holds the topic id (the names
                    carry no topic name) and the base offset is read from each segment's first entry
@@ -99,7 +101,9 @@ def discover_layout(
     more than one of them is an error asking for ``layout``.
     """
     if layout not in LAYOUTS:
-        raise InvalidOptionError(f"option layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+        raise InvalidOptionError(
+            f"option layout must be one of {', '.join(LAYOUTS)}, not {layout!r}"
+        )
     if layout == "broker" or kfs.has_glob(path):
         if layout not in ("auto", "broker"):
             raise InvalidOptionError(f"layout {layout} does not take glob patterns: {path}")
@@ -194,8 +198,7 @@ def _real_files_only(part: PartitionLog, kind: str) -> PartitionLog:
     if kind != "aiven":
         return part
     segments = tuple(
-        replace(s, index_path=None, timeindex_path=None, txnindex_path=None)
-        for s in part.segments
+        replace(s, index_path=None, timeindex_path=None, txnindex_path=None) for s in part.segments
     )
     return replace(part, segments=segments)
 
@@ -205,18 +208,34 @@ def _classify(directory: str, files: list[pafs.FileInfo], layout: str) -> str | 
     name = posixpath.basename(directory)
     parent = posixpath.basename(posixpath.dirname(directory))
     names = [f.base_name for f in files]
-    if layout in ("auto", "aiven") and name.isdigit() and _AIVEN_TOPIC_DIR.fullmatch(parent):
-        if any(parse_stem(n) is not None for n in names):
-            return "aiven"
-    if layout in ("auto", "local-tiered") and _LOCAL_DIR.fullmatch(name):
-        if any((p := parse_stem(n)) is not None and p[2] == LOG_SUFFIX for n in names):
-            return "local-tiered"
-    if layout in ("auto", "pinterest") and parse_partition_dir_name(name):
-        if any(n.endswith(LOG_SUFFIX) and n[: -len(LOG_SUFFIX)].isdigit() for n in names):
-            return "pinterest"
-    if layout in ("auto", "linkedin-azure") and _AZURE_CONTAINER.fullmatch(name):
-        if any((m := _AZURE_BLOB.fullmatch(n)) and m["kind"] == "SEGMENT" for n in names):
-            return "linkedin-azure"
+    # broker-style partition dirs deeper down are read only when asked for (layout=pinterest):
+    # pointed at the parent of a log dir, a check must not pass
+    wants = {layout} if layout != "auto" else set(TIERED_LAYOUTS) - {"pinterest"}
+    if (
+        "aiven" in wants
+        and name.isdigit()
+        and _AIVEN_TOPIC_DIR.fullmatch(parent)
+        and any(parse_stem(n) is not None for n in names)
+    ):
+        return "aiven"
+    if (
+        "local-tiered" in wants
+        and _LOCAL_DIR.fullmatch(name)
+        and any((p := parse_stem(n)) is not None and p[2] == LOG_SUFFIX for n in names)
+    ):
+        return "local-tiered"
+    if (
+        "pinterest" in wants
+        and parse_partition_dir_name(name)
+        and any(n.endswith(LOG_SUFFIX) and n[: -len(LOG_SUFFIX)].isdigit() for n in names)
+    ):
+        return "pinterest"
+    if (
+        "linkedin-azure" in wants
+        and _AZURE_CONTAINER.fullmatch(name)
+        and any((m := _AZURE_BLOB.fullmatch(n)) and m["kind"] == "SEGMENT" for n in names)
+    ):
+        return "linkedin-azure"
     return None
 
 
@@ -319,7 +338,10 @@ def _aiven_segment(
     base_offset = parsed[0]
     if base_offset > MAX_OFFSET:
         raise UnsafePathError(f"{stem_path}{LOG_SUFFIX}: base offset exceeds 2^63 - 1")
-    sizes = {s: handler.index_size(stem_path, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
+    sizes = {
+        s: handler.index_size(stem_path, s)
+        for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+    }
     paths = {s: None if size is None else stem_path + s for s, size in sizes.items()}
     ref = SegmentRef(
         path=stem_path + LOG_SUFFIX,

@@ -111,9 +111,7 @@ class TieredHandler(pafs.FileSystemHandler):
                 "the segment's manifest is gone (deleted since the listing?)", self._shown(path)
             ) from err
         infos = self.base.get_file_info([stem_path + INDEXES_SUFFIX])
-        indexes_size = (
-            None if infos[0].type == pafs.FileType.NotFound else int(infos[0].size or 0)
-        )
+        indexes_size = None if infos[0].type == pafs.FileType.NotFound else int(infos[0].size or 0)
         try:
             manifest = parse_manifest(data, None, indexes_size)
             manifest.check_geometry()
