@@ -12,6 +12,9 @@ same run, alternating, it times ``read_table`` of
 and the time to just read and zstd-decompress every chunk of the chunked bucket. Medians of
 ``--rounds`` rounds are reported; the load (``uptime``) is printed before and after.
 
+``--s3`` puts the log dir and both buckets on a loopback S3 server (moto, from the test extra)
+instead and reads them through it: the same storage for all three again.
+
 Usage::
 
     python benchmarks/bench_tiered.py [--records 120000] [--chunk-mb 4] [--rounds 5]
@@ -32,6 +35,7 @@ import pyarrow.fs as pafs
 import zstandard
 
 from kafka_segments_ds import read_table
+from kafka_segments_ds.fs import resolve
 from kafka_segments_ds.samples import write_sample_log_dir
 from kafka_segments_ds.tiered.aiven import parse_manifest
 from kafka_segments_ds.tiered.upload import upload_aiven
@@ -58,20 +62,50 @@ def build(root: Path, records: int, chunk: int) -> tuple[Path, Path, Path]:
     return logs, plain, chunked
 
 
-def decompress_all(bucket: Path) -> int:
-    """Read every stored chunk of every segment and zstd-decompress it; returns bytes out."""
+def decompress_all(filesystem: pafs.FileSystem, bucket: str) -> int:
+    """Read every stored chunk of every segment (one ranged read each) and zstd-decompress it;
+    returns the bytes out."""
     out = 0
     decompressor = zstandard.ZstdDecompressor()
-    for manifest_path in bucket.rglob("*.rsm-manifest"):
-        log = manifest_path.with_suffix(".log")
-        indexes = manifest_path.with_suffix(".indexes").stat().st_size
-        manifest = parse_manifest(manifest_path.read_bytes(), log.stat().st_size, indexes)
+    listing = filesystem.get_file_info(pafs.FileSelector(bucket, recursive=True))
+    sizes = {i.path: i.size for i in listing}
+    for path in sizes:
+        if not path.endswith(".rsm-manifest"):
+            continue
+        stem = path[: -len(".rsm-manifest")]
+        with filesystem.open_input_file(path) as f:
+            data = f.read()
+        manifest = parse_manifest(data, sizes[stem + ".log"], sizes[stem + ".indexes"])
         starts = manifest.chunks.transformed_starts
-        with open(log, "rb") as f:
+        with filesystem.open_input_file(stem + ".log") as f:
             for i in range(manifest.chunks.count):
-                stored = os.pread(f.fileno(), int(starts[i + 1] - starts[i]), int(starts[i]))
+                stored = f.read_at(int(starts[i + 1] - starts[i]), int(starts[i]))
                 out += len(decompressor.decompress(stored))
     return out
+
+
+def on_s3(logs: Path, plain: Path, chunked: Path) -> tuple[object, dict[str, str], list[str]]:
+    """Copy the three trees to a loopback moto S3 server: (server, options, URIs)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    filesystem = pafs.S3FileSystem(
+        access_key="bench", secret_key="bench", region="us-east-1",
+        endpoint_override=f"{host}:{port}", scheme="http", allow_bucket_creation=True,
+    )  # fmt: skip
+    filesystem.create_dir("bench")
+    local = pafs.LocalFileSystem()
+    for tree in (logs, plain, chunked):
+        pafs.copy_files(str(tree), f"bench/{tree.name}", local, filesystem)
+    options = {
+        "fs.s3.endpoint": f"http://{host}:{port}",
+        "fs.s3.accessKey": "bench",
+        "fs.s3.secretKey": "bench",
+        "fs.s3.region": "us-east-1",
+    }
+    return server, options, [f"s3://bench/{t.name}" for t in (logs, plain, chunked)]
 
 
 def uptime() -> str:
@@ -84,6 +118,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--chunk-mb", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--data", default="bench-data")
+    parser.add_argument("--s3", action="store_true", help="read through a loopback S3 server")
     args = parser.parse_args(argv)
     chunk = int(args.chunk_mb * (1 << 20))
     root = Path(args.data) / f"tiered-{args.records}-{chunk}"
@@ -94,12 +129,20 @@ def main(argv: list[str]) -> int:
         f"{size / 2**20:.1f} MiB of segments; zstd-chunked bucket stores {stored / 2**20:.1f} MiB"
         f" in {chunk / 2**20:g} MiB chunks"
     )
+    options: dict[str, str] = {}
+    uris = [str(logs), str(plain), str(chunked)]
+    filesystem, chunked_path = pafs.LocalFileSystem(), str(chunked.resolve())
+    server = None
+    if args.s3:
+        server, options, uris = on_s3(logs, plain, chunked)
+        filesystem, chunked_path = resolve(uris[2], options)
+        print("storage: loopback S3 (moto)")
     print("load before:", uptime())
     cases = {
-        "plain log dir": lambda: read_table(str(logs)).num_rows,
-        "aiven uncompressed": lambda: read_table(str(plain)).num_rows,
-        "aiven zstd chunks": lambda: read_table(str(chunked)).num_rows,
-        "decompress chunks only": lambda: decompress_all(chunked),
+        "plain log dir": lambda: read_table(uris[0], **options).num_rows,
+        "aiven uncompressed": lambda: read_table(uris[1], **options).num_rows,
+        "aiven zstd chunks": lambda: read_table(uris[2], **options).num_rows,
+        "decompress chunks only": lambda: decompress_all(filesystem, chunked_path),
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
     results: dict[str, int] = {}
@@ -131,6 +174,8 @@ def main(argv: list[str]) -> int:
             }
         )
     )
+    if server is not None:
+        server.stop()  # type: ignore[attr-defined]
     return 0
 
 

@@ -198,6 +198,14 @@ def _manifest(**changes: object) -> bytes:
         (_manifest(compression="yes"), 1100, 5, "not a boolean"),
         (_manifest(encryption={"dataKey": "no-colon", "aad": ""}), 1100, 5, "keyPairId"),
         (_manifest(compression=True), 1100, 5, "compressed segment has a fixed chunk index"),
+        (
+            _manifest(
+                chunkIndex={"type": "fixed", "originalChunkSize": 2**30, "originalFileSize": 10,
+                            "transformedChunkSize": 2**30 + 28, "finalTransformedChunkSize": 38},
+                encryption={"dataKey": "k:AAAA", "aad": "AAAA"},
+            ),
+            38, 5, "chunks of 1073741824 bytes are decoded whole; at most 268435456",
+        ),  # fmt: skip
     ],
 )
 def test_bad_manifests_are_refused(

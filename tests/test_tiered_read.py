@@ -424,3 +424,15 @@ def test_cli_on_a_bucket(
     out = capsys.readouterr().out
     assert out.count("UNREADABLE") == logs
     assert "is encrypted with key pair 'key-1', but no private key was given" in out
+
+
+def test_key_prefix_without_a_slash_is_not_part_of_the_topic(source: Path, tmp_path: Path) -> None:
+    # rsm.config.key.prefix is glued on as is: "archive-events-<id>/0/...": the manifest's topic
+    upload_aiven(source / "events-1", LOCAL, f"{tmp_path}/archive-", "events", 1)
+    assert next(tmp_path.iterdir()).name.startswith("archive-events-")
+    got = ksd.read_table(str(tmp_path), includeMetadata=True)
+    assert set(got.column("topic").to_pylist()) == {"events"}
+    assert plain(got.select(["offset", "value"])) == plain(
+        ksd.read_table(str(source / "events-1"), columns=["offset", "value"])
+    )
+    assert ksd.read_table(str(tmp_path), layout="broker").num_rows == 0

@@ -60,6 +60,7 @@ INDEX_FIELDS = {".index": "offset", ".timeindex": "timestamp", ".txnindex": "tra
 IV_BYTES = 12
 TAG_BYTES = 16
 GCM_OVERHEAD = IV_BYTES + TAG_BYTES
+MAX_CHUNK_BYTES = 256 * 1024 * 1024  # a transformed chunk is decoded whole (README: 4 MiB)
 MAX_CHUNKS = 1 << 22  # 4 Mi chunks: a 2 GiB segment at 512-byte chunks
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # a manifest is a few hundred bytes (+ chunk sizes)
 _I32 = struct.Struct(">i")
@@ -243,6 +244,11 @@ def parse_manifest(data: bytes, log_size: int | None, indexes_size: int | None) 
     if encryption is not None:
         key_pair_id, wrapped, aad = _encryption(encryption)
     chunks = _chunk_index(_object(doc, "chunkIndex"), log_size, compression)
+    if (compression or key_pair_id is not None) and chunks.original_chunk_size > MAX_CHUNK_BYTES:
+        raise ManifestError(
+            f"chunks of {chunks.original_chunk_size} bytes are decoded whole; at most "
+            f"{MAX_CHUNK_BYTES} are read"
+        )
     indexes = None
     if "segmentIndexes" in doc:
         indexes = _segment_indexes(

@@ -109,14 +109,16 @@ def discover_layout(
             raise InvalidOptionError(f"layout {layout} does not take glob patterns: {path}")
         return filesystem, discover(path, filesystem)
     root = path.rstrip("/") or "/"
-    info = filesystem.get_file_info(root)
     if layout == "auto":
-        if info.type == pafs.FileType.File and _tiered_stem(info.path) is None:
-            return filesystem, discover(path, filesystem)
-        if info.type == pafs.FileType.Directory or info.type == pafs.FileType.NotFound:
+        try:
             found = discover(path, filesystem)  # FileNotFoundError when missing
-            if found:
-                return filesystem, found
+        except InvalidOptionError:
+            if _tiered_stem(root) is None:
+                raise  # a file that is no segment of any layout
+            found = []
+        if found:
+            return filesystem, found  # a broker log dir: no request more than before
+    info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"no such file or directory: {root}")
     stem = None
