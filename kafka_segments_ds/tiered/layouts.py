@@ -56,6 +56,7 @@ from kafka_segments_ds.tiered.aiven import (
     SegmentManifest,
     parse_manifest,
     parse_stem,
+    plain_size,
 )
 from kafka_segments_ds.tiered.storage import TieredHandler, tiered_filesystem
 
@@ -340,10 +341,14 @@ def _aiven_segment(
     base_offset = parsed[0]
     if base_offset > MAX_OFFSET:
         raise UnsafePathError(f"{stem_path}{LOG_SUFFIX}: base offset exceeds 2^63 - 1")
-    sizes = {
-        s: handler.index_size(stem_path, s)
-        for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-    }
+    suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+    if manifest.indexes is None:  # legacy: separate objects, sized by the listing
+        sizes = {
+            s: None if s not in objects else plain_size(int(objects[s].size), manifest.encrypted)
+            for s in suffixes
+        }
+    else:
+        sizes = {s: handler.index_size(stem_path, s) for s in suffixes}
     paths = {s: None if size is None else stem_path + s for s, size in sizes.items()}
     ref = SegmentRef(
         path=stem_path + LOG_SUFFIX,
