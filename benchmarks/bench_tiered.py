@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -88,6 +89,7 @@ def on_s3(logs: Path, plain: Path, chunked: Path) -> tuple[object, dict[str, str
     """Copy the three trees to a loopback moto S3 server: (server, options, URIs)."""
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
