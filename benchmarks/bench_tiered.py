@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow.fs as pafs
 import zstandard
@@ -131,7 +132,7 @@ def main(argv: list[str]) -> int:
         f"{size / 2**20:.1f} MiB of segments; zstd-chunked bucket stores {stored / 2**20:.1f} MiB"
         f" in {chunk / 2**20:g} MiB chunks"
     )
-    options: dict[str, str] = {}
+    options: dict[str, Any] = {}
     uris = [str(logs), str(plain), str(chunked)]
     filesystem, chunked_path = pafs.LocalFileSystem(), str(chunked.resolve())
     server = None

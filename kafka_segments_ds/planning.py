@@ -102,8 +102,8 @@ def plan_scan(
         )
         if not kfs.has_glob(root):
             check_readable(fsys, root)  # never a half-published write
-        view, found = discover_layout(root, fsys, options.layout, keys)
-        partitions.extend(found)
+        view, discovered = discover_layout(root, fsys, options.layout, keys)
+        partitions.extend(discovered)
         views.append(view)
         filesystem = fsys if filesystem is None else filesystem
     if filesystem is not None:

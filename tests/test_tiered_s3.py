@@ -24,8 +24,7 @@ BUCKET = "tiered"
 
 @pytest.fixture(scope="module")
 def bucket(
-    moto_s3,
-    tmp_path_factory: pytest.TempPathFactory,  # type: ignore[no-untyped-def]
+    moto_s3: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[dict[str, str], _Proxy, Path, dict[str, str]]]:
     """(options via the counting proxy, the proxy, the source log dir, private-key option)."""
     source = write_oracle_log_dir(tmp_path_factory.mktemp("s3-tiered-src"))
