@@ -75,7 +75,8 @@ def _read(path: Path) -> bytes:
 
 
 def _write(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
-    filesystem.create_dir(posixpath.dirname(path), recursive=True)
+    if isinstance(filesystem, pafs.LocalFileSystem):  # object stores have no directories
+        filesystem.create_dir(posixpath.dirname(path), recursive=True)
     with filesystem.open_output_stream(path) as out:
         out.write(data)
 
