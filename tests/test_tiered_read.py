@@ -28,6 +28,7 @@ from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import plan_partitions, plan_scan
 from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.samples import write_sample_log_dir
 from kafka_segments_ds.tiered import storage
 from kafka_segments_ds.tiered.aiven import ManifestError
 from kafka_segments_ds.tiered.upload import (
@@ -436,3 +437,23 @@ def test_key_prefix_without_a_slash_is_not_part_of_the_topic(source: Path, tmp_p
         ksd.read_table(str(source / "events-1"), columns=["offset", "value"])
     )
     assert ksd.read_table(str(tmp_path), layout="broker").num_rows == 0
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{"compression": True, "encrypt": True, "chunk_size": 800}, {"legacy": True, "encrypt": True}],
+    ids=["zstd+encrypted", "legacy+encrypted"],
+)
+def test_transactions_and_legacy_messages_through_a_bucket(
+    keys: tuple[bytes, Path], tmp_path: Path, variant: dict[str, Any]
+) -> None:
+    # the sample log dir: aborted transactions with .txnindex files (the .indexes transaction
+    # slot, or a legacy .txnindex object), magic 0/1 messages and gzip/snappy wrappers
+    source = write_sample_log_dir(tmp_path / "src", records_per_partition=600, segment_bytes=9000)
+    assert list(source.rglob("*.txnindex"))
+    options = upload(source, tmp_path / "bucket", keys, **variant)
+    for extra in ({"isolationLevel": "read_committed"}, {"iteration": "shallow"}, {}):
+        rows = same_rows(str(tmp_path / "bucket"), source, **extra, **options)
+        assert rows > 0
+    committed = ksd.read_table(str(tmp_path / "bucket"), isolationLevel="read_committed", **options)
+    assert committed.num_rows < ksd.read_table(str(source)).num_rows

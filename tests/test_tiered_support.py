@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from kafka_segments_ds.layout import parse_partition_dir_name
 from kafka_segments_ds.samples import PartitionWriter
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
@@ -84,6 +85,7 @@ def partitions_of(root: Path) -> list[tuple[Path, str, int]]:
     """(dir, topic, partition) of each partition dir of a log dir."""
     out = []
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
-        topic, _, partition = d.name.rpartition("-")
-        out.append((d, topic, int(partition)))
+        parsed = parse_partition_dir_name(d.name)  # not -delete/-future directories
+        if parsed is not None:
+            out.append((d, *parsed))
     return out
