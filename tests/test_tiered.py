@@ -172,6 +172,17 @@ def _manifest(**changes: object) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _huge_chunks() -> bytes:
+    index = {
+        "type": "fixed",
+        "originalChunkSize": 2**30,
+        "originalFileSize": 10,
+        "transformedChunkSize": 2**30 + 28,
+        "finalTransformedChunkSize": 38,
+    }
+    return _manifest(chunkIndex=index, encryption={"dataKey": "k:AAAA", "aad": "AAAA"})
+
+
 @pytest.mark.parametrize(
     ("data", "log_size", "indexes_size", "message"),
     [
@@ -198,14 +209,7 @@ def _manifest(**changes: object) -> bytes:
         (_manifest(compression="yes"), 1100, 5, "not a boolean"),
         (_manifest(encryption={"dataKey": "no-colon", "aad": ""}), 1100, 5, "keyPairId"),
         (_manifest(compression=True), 1100, 5, "compressed segment has a fixed chunk index"),
-        (
-            _manifest(
-                chunkIndex={"type": "fixed", "originalChunkSize": 2**30, "originalFileSize": 10,
-                            "transformedChunkSize": 2**30 + 28, "finalTransformedChunkSize": 38},
-                encryption={"dataKey": "k:AAAA", "aad": "AAAA"},
-            ),
-            38, 5, "chunks of 1073741824 bytes are decoded whole; at most 268435456",
-        ),  # fmt: skip
+        (_huge_chunks(), 38, 5, "chunks of 1073741824 bytes are decoded whole; at most 268435456"),
     ],
 )
 def test_bad_manifests_are_refused(
