@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from kafka_segments_ds.tiered.layouts import LAYOUTS
 
 EARLIEST = -2
 LATEST = -1
@@ -50,6 +51,8 @@ READ_OPTIONS = {
         "maxBytesPerPartition",
         "minPartitions",
         "openCostInBytes",
+        "layout",
+        "privateKeys",
     )
 }
 # passed through to storage / Spark and not ours to validate
@@ -106,6 +109,10 @@ class ReadOptions:
     min_partitions: int | None = None  # None: the engine's parallelism (read_table: no split)
     open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES  # what opening a segment weighs, in bytes
     storage: tuple[tuple[str, str], ...] = ()
+    # tiered storage (kafka_segments_ds.tiered): the bucket layout, and key-pair id -> PEM file
+    # of the RSA private key that unwraps encrypted segments' data keys
+    layout: str = "auto"
+    private_keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def deep(self) -> bool:
@@ -293,6 +300,17 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
     ):
         if (v := get(key)) is not None:
             fields[attr] = _bool(READ_OPTIONS[key], v)
+    if (v := get("layout")) is not None:
+        fields["layout"] = _choice("layout", v, LAYOUTS)
+    if (v := get("privatekeys")) is not None:
+        keys = _json("privateKeys", v)
+        if not isinstance(keys, dict) or not all(
+            isinstance(k, str) and isinstance(f, str) and k and f for k, f in keys.items()
+        ):
+            raise InvalidOptionError(
+                'option privateKeys must map key-pair ids to PEM files: {"key-1": "/keys/1.pem"}'
+            )
+        fields["private_keys"] = tuple(sorted(keys.items()))
     if (v := get("mode")) is not None:
         fields["mode"] = _choice("mode", v, ("FAILFAST", "DROPMALFORMED"), upper=True)
     for key, attr, minimum in (
