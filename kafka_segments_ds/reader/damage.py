@@ -399,11 +399,35 @@ class DamagePolicy:
             return False
         if self._magic(position) >= 2:
             return False
+        value_start = self._value_start(damaged)
+        if value_start is None or position < value_start:
+            return False  # not inside a compressed value this entry can hold
         if self.checked_end is None or self.checked_end[0] != damaged:
             # one CRC per damaged wrapper, however many candidates are weighed against it
             self.checked_end = (damaged, self._checked_legacy_end(damaged))
         end = self.checked_end[1]
         return end is None or position < end
+
+    def _value_start(self, position: int) -> int | None:
+        """Where the value of the legacy message at ``position`` starts by its key and value
+        length fields; None when they are impossible (a key length below -1 or running past
+        the file, a null or negative value length): then it is no wrapper holding messages.
+
+        A wrapper cut short by the end of the file keeps these fields (they precede its
+        value); a size field and key length both torn is damage this rule cannot see through
+        (RELIABILITY R3c)."""
+        at = 18 if self._magic(position) == 0 else 26  # key length
+        field = self.source.read(position + at, 4)
+        if field.shape[0] < 4:
+            return None
+        key = be_int(field, 0, 4)
+        if key < -1:
+            return None
+        at = position + at + 4 + max(key, 0)  # value length
+        field = self.source.read(at, 4) if at + 4 <= self.file_end else field[:0]
+        if field.shape[0] < 4 or be_int(field, 0, 4) < 0:
+            return None
+        return at + 4
 
     def _checked_legacy_end(self, position: int) -> int | None:
         """Where the legacy message at ``position`` ends by its key and value lengths, if its

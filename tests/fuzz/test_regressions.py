@@ -237,6 +237,40 @@ def test_wrapper_with_only_its_size_field_damaged_bounds_its_inner_messages(
         assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == [0, 1, *range(5, 11)]
 
 
+@pytest.mark.parametrize("key_length", [-7, 2**31 - 1], ids=["below-minus-one", "past-the-file"])
+def test_damaged_entry_with_an_impossible_key_length_holds_no_inner_message(
+    tmp_path: Path, key_length: int
+) -> None:
+    """2007:82360 -- garbage that looked like a gzip wrapper (magic 0, codec 1) with a size
+    running past the end of the file was taken for a truncated wrapper, so the valid legacy
+    entries after it (their chain ending in more damage) might have been its inner messages
+    stored verbatim, and everything after it was dropped as a truncated tail. Its key length
+    is impossible: it cannot reach a value, so it holds no message; the entries are kept."""
+    head = [
+        encode_legacy_message(offset=o, magic=0, key=b"k", value=b"plain", timestamp=None)
+        for o in (0, 1)
+    ]
+    junk = bytearray(encode_legacy_message(offset=2, magic=0, key=None, value=b"x" * 10))
+    struct.pack_into(">i", junk, 8, 25_939_941)  # size: far past the end of the file
+    junk[17] = GZIP  # looks like a compressed wrapper
+    struct.pack_into(">i", junk, 18, key_length)
+    after = [
+        encode_legacy_wrapper(
+            _specs(first, 3, headers=False), last_offset=first + 2, magic=1, compression=codec
+        )
+        for first, codec in ((5, GZIP), (8, SNAPPY))
+    ]
+    more = damaged(after[0])  # CRC broken, size field consistent
+    last = encode_legacy_message(offset=20, magic=1, key=None, value=b"last", timestamp=TS)
+    path = write(tmp_path, *head, bytes(junk), *after, more, last)
+    with pytest.raises(CorruptSegmentError, match="damaged size field") as info:
+        offsets(path)
+    assert (info.value.position, info.value.offset) == (sum(map(len, head)), 2)
+    for chunk in (4096, 1 << 20):
+        got = offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk)
+        assert got == [0, 1, *range(5, 11), 20]
+
+
 def test_zero_tail_inside_a_valid_entry_is_no_torn_write(tmp_path: Path) -> None:
     """1611:21048 -- a cut batch whose size field led into the zero bytes ending the (intact)
     last entry was taken for a torn write into a preallocated segment, dropping that entry."""
