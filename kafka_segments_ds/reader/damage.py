@@ -154,7 +154,9 @@ class DamagePolicy:
         taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
         is the end of the data, not damage. Not when a valid entry starts inside the bad one
         and runs past its end: past a torn write nothing was ever written, so such an entry's
-        trailing zeros are its own data and the bad entry's size field is the damage.
+        trailing zeros are its own data and the bad entry's size field is the damage. Nor when
+        a valid entry whose offsets follow on lies inside it and cannot be one of its inner
+        messages (as for :meth:`past_eof`): the size field is the damage.
         """
         head = self.source.read(position, 17)
         if head.shape[0] < 17:
@@ -165,6 +167,7 @@ class DamagePolicy:
             end < self.file_end
             and self._is_zero(end, self.file_end)
             and not self._entry_straddles(position, end)
+            and not self._follows_inside(position, end)
         ):
             log.info(
                 "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
@@ -174,6 +177,12 @@ class DamagePolicy:
             )
             return True
         return False
+
+    def _follows_inside(self, position: int, end: int) -> bool:
+        """Whether a valid entry in (``position``, ``end``) continues the log and cannot be an
+        inner message of the bad entry at ``position``."""
+        candidate = self._scan_for_entry(position + 1, position, end, quiet=True)
+        return candidate is not None and not self._may_be_inner(candidate, position)
 
     def _entry_straddles(self, position: int, end: int) -> bool:
         """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``."""
@@ -352,7 +361,7 @@ class DamagePolicy:
         return None
 
     def _scan_for_entry(
-        self, start: int, damaged: int | None = None, stop: int | None = None
+        self, start: int, damaged: int | None = None, stop: int | None = None, quiet: bool = False
     ) -> int | None:
         """First position in [``start``, ``stop``) holding a well-framed entry with a valid
         checksum whose offsets can follow the last good entry.
@@ -380,7 +389,8 @@ class DamagePolicy:
                         or self._successor_is_valid(absolute)
                     )
                 ):
-                    log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
+                    if not quiet:
+                        log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
                     return absolute
                 rel = cand + 1
             start += step

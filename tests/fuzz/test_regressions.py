@@ -271,6 +271,30 @@ def test_damaged_entry_with_an_impossible_key_length_holds_no_inner_message(
         assert got == [0, 1, *range(5, 11), 20]
 
 
+def test_valid_batch_inside_a_bad_entry_ending_before_zeros_is_no_torn_write(
+    tmp_path: Path,
+) -> None:
+    """2009:26187 -- a bad entry whose size field led to 3 zero bytes before the end of the file
+    (the tail of a damaged last entry) was taken for a torn write into a preallocated segment,
+    though a valid v2 batch continuing the log lay inside it: past a torn write nothing was
+    ever written, so that batch proves the size field is the damage."""
+    head = v2(0, 3)
+    batch = v2(10, 4)
+    last = damaged(
+        encode_legacy_message(offset=20, magic=1, key=None, value=b"ends" + bytes(8)), at=20
+    )
+    bad = bytearray(encode_legacy_message(offset=3, magic=1, key=None, value=b"x" * 10))
+    total = len(head) + len(bad) + len(batch) + len(last)
+    struct.pack_into(">i", bad, 8, total - 3 - len(head) - 12)  # ends 3 bytes before the end
+    path = write(tmp_path, head, bytes(bad), batch, last)
+    with pytest.raises(CorruptSegmentError) as info:
+        offsets(path)
+    assert (info.value.position, info.value.offset) == (len(head), 3)
+    for chunk in (4096, 1 << 20):
+        got = offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk)
+        assert got == [0, 1, 2, 10, 11, 12, 13]
+
+
 def test_zero_tail_inside_a_valid_entry_is_no_torn_write(tmp_path: Path) -> None:
     """1611:21048 -- a cut batch whose size field led into the zero bytes ending the (intact)
     last entry was taken for a torn write into a preallocated segment, dropping that entry."""
