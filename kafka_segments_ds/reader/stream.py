@@ -49,7 +49,13 @@ from kafka_segments_ds.planning import (
 )
 from kafka_segments_ds.ranges import V2_LAST_OFFSET_DELTA_AT
 from kafka_segments_ds.reader.task import read_task
-from kafka_segments_ds.records.batches import probe_entry, walk_entries
+from kafka_segments_ds.records.batches import (
+    ENTRY_HEAD_BYTES,
+    as_array,
+    decode_entry_head,
+    probe_entry,
+    walk_entries,
+)
 from kafka_segments_ds.scan_task import ScanTask
 
 log = logging.getLogger(__name__)
@@ -106,14 +112,21 @@ def scan_tail(
     filesystem: pafs.FileSystem, seg: SegmentRef, known: SegmentTail | None = None
 ) -> SegmentTail:
     """The tail of ``seg``: walked on from ``known`` (the same file, smaller or as large)
-    when given, else from the last ``.index`` entry that points at a whole valid entry.
+    when given, else from the last ``.index`` entry that points at a whole valid entry. A file
+    of the known size is read again only where ``known`` ends before its end (a torn entry,
+    or the zeros of a preallocated segment being written in place): 23 bytes there.
 
     Appends are sequential, so only the last framed entry can be incomplete (a preallocated
     segment's zero bytes make a torn entry look whole): that one is checksummed."""
-    if known is not None and known.size == seg.size:
+    if known is not None and known.size == seg.size and known.end_position >= seg.size:
         return known
     with kfs.RangeReader(filesystem, seg.path) as read:
-        if known is not None and known.size < seg.size:
+        if known is not None and known.size == seg.size:
+            # written in place (a preallocated segment): has an entry begun since?
+            head = as_array(read(known.end_position, ENTRY_HEAD_BYTES))
+            if decode_entry_head(head, known.end_position) is None:
+                return known
+        if known is not None and known.size <= seg.size:
             position, next_offset = known.end_position, known.next_offset
         else:
             position, next_offset = _tail_start(filesystem, seg, read)
