@@ -124,7 +124,7 @@ class KafkaSegmentsDataSource(DataSource):
         columns = check_columns([field.name for field in schema.fields])
         return KafkaSegmentsReader(paths, opts, columns)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         paths, options = self._paths()
         if not paths:
             raise InvalidOptionError(
@@ -263,13 +263,15 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
             self._planner = StreamPlanner(self.paths, self.options, self.stream)
         return self._planner
 
-    def initialOffset(self) -> dict:  # type: ignore[type-arg]  # noqa: N802 - Spark's name
+    def initialOffset(self) -> dict:  # type: ignore[type-arg]
         from kafka_segments_ds.reader.stream import offsets_to_json
 
         return offsets_to_json(self.planner.initial_offsets())
 
-    def latestOffset(  # type: ignore[override]  # noqa: N802 - Spark's name
-        self, start: dict | None = None, limit: object | None = None  # type: ignore[type-arg]
+    def latestOffset(  # type: ignore[override]
+        self,
+        start: dict | None = None,
+        limit: object | None = None,  # type: ignore[type-arg]
     ) -> dict:  # type: ignore[type-arg]
         """pyspark 4.2+ passes the batch's start and a read limit; 4.1 passes neither."""
         from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
@@ -291,20 +293,20 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         begin = None if start is None else offsets_from_json(start)
         return offsets_to_json(self.planner.next_offsets(begin, max_offsets, min_offsets))
 
-    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.stream.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.stream.max_offsets_per_trigger)
         if self.stream.min_offsets_per_trigger is not None:
             return ReadMinRows(self.stream.min_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]  # noqa: N802
+    def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
         from kafka_segments_ds.reader.stream import offsets_to_json
 
         reported = self.planner.reported
         return None if reported is None else offsets_to_json(reported)
 
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+    def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
 
     def partitions(

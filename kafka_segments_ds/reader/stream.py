@@ -123,8 +123,8 @@ def scan_tail(
     with kfs.RangeReader(filesystem, seg.path) as read:
         if known is not None and known.size == seg.size:
             # written in place (a preallocated segment): has an entry begun since?
-            head = as_array(read(known.end_position, ENTRY_HEAD_BYTES))
-            if decode_entry_head(head, known.end_position) is None:
+            after = as_array(read(known.end_position, ENTRY_HEAD_BYTES))
+            if decode_entry_head(after, known.end_position) is None:
                 return known
         if known is not None and known.size <= seg.size:
             position, next_offset = known.end_position, known.next_offset
@@ -153,9 +153,7 @@ def scan_tail(
 
 
 def _files(seg: SegmentRef) -> tuple[str, ...]:
-    return tuple(
-        f for f in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path) if f
-    )
+    return tuple(f for f in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path) if f)
 
 
 def _tail_start(
@@ -407,9 +405,7 @@ class StreamPlanner:
 
     # -- micro-batches -----------------------------------------------------------------------
 
-    def plan(
-        self, start: Offsets, end: Offsets, min_partitions: int
-    ) -> list[tuple[ScanTask, ...]]:
+    def plan(self, start: Offsets, end: Offsets, min_partitions: int) -> list[tuple[ScanTask, ...]]:
         """Scan tasks of the micro-batch [start, end), packed into input partitions (at least
         ``min_partitions`` when there is enough to read)."""
         partitions = self._partitions if self._partitions is not None else self.list_partitions()
