@@ -15,6 +15,7 @@ into input partitions the same way, so it decodes as fast as a batch read.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -66,6 +67,7 @@ Offsets = dict[TopicPartition, int]
 TAIL_WINDOW_BYTES = 1 << 20  # reads of the walk from the last index entry to the end
 VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
 LAST_ENTRY_HEAD = V2_LAST_OFFSET_DELTA_AT + 4  # offset field .. v2 lastOffsetDelta
+RACY_MTIME_NS = 1_000_000_000  # a directory changed this recently is listed again
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
@@ -152,6 +154,13 @@ def scan_tail(
         return SegmentTail(seg.size, last[0] + entry.length, last[1])
 
 
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return -1
+
+
 def _files(seg: SegmentRef) -> tuple[str, ...]:
     return tuple(f for f in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path) if f)
 
@@ -217,6 +226,7 @@ class StreamPlanner:
         self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
         self._stable: dict[TopicPartition, tuple[tuple[str, int], int]] = {}
         self._partitions: dict[TopicPartition, PartitionLog] | None = None
+        self._watched: dict[str, int] | None = None  # directory -> mtime at the last listing
         self._target: Offsets | None = None  # Trigger.AvailableNow: nothing after these
         self._last_trigger = 0.0  # monotonic seconds of the last trigger that was not delayed
         self.reported: Offsets | None = None  # the newest offsets the last listing found
@@ -235,12 +245,24 @@ class StreamPlanner:
 
     def list_partitions(self) -> dict[TopicPartition, PartitionLog]:
         """The selected partitions as they are now (raises CommitInProgressError while a
-        kafkasegments write commits into a log dir read)."""
+        kafkasegments write commits into a log dir read).
+
+        On local disk, when no directory read has changed since the last listing (the same
+        mtimes: no file added, removed or renamed), only the last segment of each partition is
+        looked at again (a stat): an active segment grows in place."""
         filesystem = self.filesystem
-        found: list[PartitionLog] = []
         for root in self._roots:
             if not kfs.has_glob(root):
                 check_readable(filesystem, root)
+        if self._partitions is not None and self._watched is not None:
+            refreshed = self._refresh_last_segments(self._partitions, self._watched)
+            if refreshed is not None:
+                self._partitions = refreshed
+                return refreshed
+        # stat before listing: a change during the listing shows at the next trigger
+        watched = self._directory_times()
+        found: list[PartitionLog] = []
+        for root in self._roots:
             try:
                 listed = _discover(root.rstrip("/") or "/", filesystem)
             except UnicodeDecodeError as err:
@@ -258,8 +280,46 @@ class StreamPlanner:
                     "offsets per topic and partition"
                 )
             partitions[(part.topic, part.partition)] = part
-        self._partitions = partitions
+            if watched is not None and part.directory not in watched:
+                watched[part.directory] = -1  # not stat'ed before the listing: list again
+        self._partitions, self._watched = partitions, watched
         return partitions
+
+    def _directory_times(self) -> dict[str, int] | None:
+        """mtime (ns) of the roots and of the partition directories listed before, when every
+        root is a local directory named without a glob; else None (list every trigger)."""
+        if not isinstance(self.filesystem, pafs.LocalFileSystem):
+            return None
+        if any(kfs.has_glob(root) or not os.path.isdir(root) for root in self._roots):
+            return None
+        directories = [*self._roots, *(p.directory for p in (self._partitions or {}).values())]
+        # A file timestamp has the kernel's coarse clock: a directory changed within the last
+        # tick may change again with the same mtime. Recent ones are listed again ("racy git").
+        racy = time.time_ns() - RACY_MTIME_NS
+        times = {directory: _mtime_ns(directory) for directory in directories}
+        return {d: -1 if t > racy else t for d, t in times.items()}
+
+    def _refresh_last_segments(
+        self, partitions: dict[TopicPartition, PartitionLog], watched: dict[str, int]
+    ) -> dict[TopicPartition, PartitionLog] | None:
+        """``partitions`` with the sizes of their last segments as they are now; None when a
+        directory changed (then a listing is needed)."""
+        try:
+            for directory, mtime in watched.items():
+                if os.stat(directory).st_mtime_ns != mtime:
+                    return None
+            out = {}
+            for key, part in partitions.items():
+                last = part.segments[-1]
+                size = os.stat(last.path).st_size
+                index_size = os.stat(last.index_path).st_size if last.index_path else 0
+                if size != last.size or index_size != last.index_size:
+                    last = replace(last, size=size, index_size=index_size)
+                    part = replace(part, segments=(*part.segments[:-1], last))
+                out[key] = part
+            return out
+        except FileNotFoundError:
+            return None
 
     def _check_new_files(self, root: str, partitions: list[PartitionLog]) -> None:
         """The listing's symbolic link check (``layout``), for files not checked before: a
