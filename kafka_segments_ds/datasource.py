@@ -76,6 +76,14 @@ class KafkaSegmentsDataSource(DataSource):
     source's Spark task costs tens of milliseconds, so the open cost only balances partitions
     and does not count towards ``maxBytesPerPartition``: many small segments make few tasks.
 
+    ``spark.readStream.format("kafkasegments").load(path)`` reads what the archive gains at
+    each trigger, with offsets in Spark's Kafka source's JSON form (``{"topic":{"0":123}}``,
+    the next offset to read) and that source's stream options: ``startingOffsets`` (earliest /
+    latest / JSON; default latest), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (read limits:
+    pyspark 4.2+), ``failOnDataLoss``; ``Trigger.AvailableNow`` reads what is there when the
+    query starts and stops (see :mod:`kafka_segments_ds.reader.stream`).
+
     The reader does not implement ``pushFilters`` (so it works whatever
     ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp
     options. Spark 4.3 reuses the partitions planned for a query with pushed filters for a later
