@@ -435,18 +435,16 @@ class StreamPlanner:
         try:
             partitions = self.list_partitions()
         except CommitInProgressError as err:
-            if start is None:
+            before = start if start is not None else self.reported
+            if before is None:
                 raise
             log.warning("no new offsets this trigger: %s", err)
-            return dict(start)
-        latest: Offsets = {}
-        for key, part in partitions.items():
-            if self._target is not None and key not in self._target:
-                continue  # appeared after Trigger.AvailableNow began
-            latest[key] = self.latest_of(part)
-            if self._target is not None:
-                latest[key] = min(latest[key], self._target[key])
-        self.reported = dict(latest)
+            return dict(before)
+        self.reported = {key: self.latest_of(part) for key, part in partitions.items()}
+        latest = dict(self.reported)
+        if self._target is not None:  # partitions that appeared after the start are left out
+            target = self._target
+            latest = {key: min(n, target[key]) for key, n in latest.items() if key in target}
         if start is None:
             return latest
         begin = {key: start.get(key, partitions[key].segments[0].base_offset) for key in latest}

@@ -461,7 +461,25 @@ def test_available_now_stops_at_what_was_there_at_start(tmp_path: Path) -> None:
     end = planner.next_offsets(end, max_offsets=100)
     assert end == {("t", 0): 10}  # not 15
     assert planner.next_offsets(end, max_offsets=100) == end  # Spark stops here
-    assert planner.reported == {("t", 0): 10}
+    # the newest offsets, for Spark's progress reports
+    assert planner.reported == {("t", 0): 15, ("u", 0): 1}
+
+
+def test_a_commit_in_progress_holds_the_stream(tmp_path: Path) -> None:
+    """While a kafkasegments write commits into the log dir, triggers find no new offsets."""
+    logs = tmp_path / "logs"
+    t = LiveLog(logs, "t", 0)
+    t.append(3)
+    planner = StreamPlanner([str(logs)], *parse_stream_options({"startingOffsets": "earliest"}))
+    begin = planner.initial_offsets()
+    staging = logs / ".kafkasegments-staging-job"
+    staging.mkdir()
+    (staging / "_COMMIT.json").write_text("{}")
+    t.append(2)
+    assert planner.next_offsets(begin) == begin
+    (staging / "_COMMIT.json").unlink()
+    staging.rmdir()
+    assert planner.next_offsets(begin) == {("t", 0): 5}
 
 
 def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
