@@ -763,5 +763,6 @@ def test_example_stream_to_parquet(spark, tmp_path: Path) -> None:  # type: igno
     assert got == sorted(
         zip(*(expected[c].to_pylist() for c in ("topic", "partition", "offset")), strict=True)
     )
-    dates = {r.dt for r in archived.where("topic = 'orders'").collect()}
+    # (pyspark 4.1 infers a date type for the partition directories' values)
+    dates = {str(r.dt) for r in archived.where("topic = 'orders'").collect()}
     assert dates == {"2023-11-14", "2023-11-15"}
