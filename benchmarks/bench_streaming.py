@@ -30,12 +30,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_memory import build_segment
 from bench_planning import build as build_tiny_segments
+from bench_spark import session
 
 import kafka_segments_ds as ksd
 from kafka_segments_ds.index import rebuild_indexes
@@ -102,21 +102,6 @@ def lz4_log(data: Path, gigabytes: float) -> Path:
         log.with_suffix(".timeindex").write_bytes(time_index)
         log.with_suffix(".index").write_bytes(offset_index)
     return root / "logs"
-
-
-def session() -> Any:
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def lz4_case(data: Path, gigabytes: float, batches: int, repeat: int) -> None:

@@ -562,33 +562,28 @@ def _behind(spark: Any, tmp_path: Path) -> tuple[LiveLog, Path]:
     return t, checkpoint
 
 
-def test_data_loss_fails_the_query_by_default(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _, checkpoint = _behind(spark, tmp_path)
-    q = Query(
-        spark,
-        tmp_path / "logs",
-        available_now=True,
-        parquet=tmp_path / "out",
-        checkpoint=checkpoint,
-    )
-    with pytest.raises(
-        Exception,
-        match=r"DataLossError.*t-0: offsets 4 to 9 are no longer in the archive, whose first "
-        "segment starts at offset 10",
-    ):
-        q.query.awaitTermination()
-
-
-def test_data_loss_skips_with_fail_on_data_loss_false(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("fail", [True, False], ids=["fails", "skips"])
+def test_data_loss_after_a_restart(spark, tmp_path: Path, fail: bool) -> None:  # type: ignore[no-untyped-def]
+    """failOnDataLoss=true (the default) fails naming the partition and the offsets lost;
+    false goes on from the earliest offset available."""
     t, checkpoint = _behind(spark, tmp_path)
+    options = {} if fail else {"failOnDataLoss": "false"}
     q = Query(
         spark,
         tmp_path / "logs",
         available_now=True,
         parquet=tmp_path / "out",
         checkpoint=checkpoint,
-        failOnDataLoss="false",
+        **options,
     )
+    if fail:
+        with pytest.raises(
+            Exception,
+            match=r"DataLossError.*t-0: offsets 4 to 9 are no longer in the archive, whose "
+            "first segment starts at offset 10",
+        ):
+            q.query.awaitTermination()
+        return
     q.query.awaitTermination()
     assert parquet_rows(spark, tmp_path / "out") == t.rows(0, 4) + t.rows(10)
 
