@@ -135,9 +135,7 @@ def scan_tail(
         before = next_offset  # the offset after the entries before the last framed one
         last: tuple[int, int] | None = None  # (position, next offset) of the last framed entry
         for walked in walk_entries(read, position, seg.size, TAIL_WINDOW_BYTES, seg.size):
-            count = walked.positions.shape[0]
-            if count == 0:
-                break
+            count = walked.positions.shape[0]  # 0: an entry larger than the window, widened
             for i in range(max(0, count - 2), count):  # only the last two entries matter
                 at = int(walked.positions[i])
                 head = walked.window[at : at + LAST_ENTRY_HEAD].tobytes()

@@ -623,6 +623,38 @@ def test_data_loss_is_logged_when_skipped(tmp_path: Path, caplog: pytest.LogCapt
         strict.plan(start_at, strict.next_offsets(start_at), 2)
 
 
+def test_tail_of_a_segment_with_entries_larger_than_a_read_window(tmp_path: Path) -> None:
+    """The latest offset comes from the tail walk; batches over its 1 MiB windows count."""
+    from kafka_segments_ds.layout import discover
+    from kafka_segments_ds.reader.stream import TAIL_WINDOW_BYTES, scan_tail
+
+    logs = tmp_path / "logs"
+    t = LiveLog(logs, "t", 0)
+    t.append(2)
+    big = encode_batch(
+        [RecordSpec(key=None, value=b"x" * (TAIL_WINDOW_BYTES + 5000), timestamp=TS0)],
+        base_offset=2,
+    )
+    with t.active.open("ab") as f:
+        f.write(big)
+    t.next_offset = 3
+    t.append(2)
+    import pyarrow.fs as pafs
+
+    filesystem = pafs.LocalFileSystem()
+    seg = discover(str(logs), filesystem)[0].segments[-1]
+    tail = scan_tail(filesystem, seg)
+    assert (tail.end_position, tail.next_offset) == (seg.size, 5)
+    # half of the last batch written: it does not count; walked on from there once whole
+    rest = t.append(1, torn=40)
+    seg = discover(str(logs), filesystem)[0].segments[-1]
+    torn = scan_tail(filesystem, seg, tail)
+    assert (torn.end_position, torn.next_offset) == (tail.end_position, 5)
+    t.finish(rest)
+    seg = discover(str(logs), filesystem)[0].segments[-1]
+    assert scan_tail(filesystem, seg, torn).next_offset == 6
+
+
 def test_truncated_log_is_data_loss(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     t = LiveLog(logs, "t", 0)
