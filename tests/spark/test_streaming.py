@@ -708,12 +708,13 @@ def test_stream_from_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-unt
     t.append(3)
     t.roll()
     t.append(2)
-    with moto_s3("lake") as (s3, host, port):
+    # a bucket of its own: moto keeps buckets from one loopback server to the next
+    with moto_s3("stream-archive") as (s3, host, port):
 
         def upload() -> None:
             pafs.copy_files(
                 str(logs),
-                "lake/kafka",
+                "stream-archive/kafka",
                 source_filesystem=pafs.LocalFileSystem(),
                 destination_filesystem=s3,
             )
@@ -726,7 +727,7 @@ def test_stream_from_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-unt
             "fs.s3.secretKey": "s",
             "fs.s3.region": "us-east-1",
         }
-        planner = StreamPlanner(["s3://lake/kafka"], *parse_stream_options(options))
+        planner = StreamPlanner(["s3://stream-archive/kafka"], *parse_stream_options(options))
         begin = planner.initial_offsets()
         read: list[int] = []
 
