@@ -310,5 +310,9 @@ _DISPLAY_SCHEMES = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs", "abfs": "abfs"}
 
 def display_path(filesystem: pafs.FileSystem, path: str) -> str:
     """``path`` as a user would write it: plain for local files, a URI for remote stores."""
+    # a tiered-storage view (kafka_segments_ds.tiered.storage) shows the store under it
+    base = getattr(getattr(filesystem, "handler", None), "base", None)
+    if isinstance(filesystem, pafs.PyFileSystem) and isinstance(base, pafs.FileSystem):
+        filesystem = base
     scheme = _DISPLAY_SCHEMES.get(filesystem.type_name)
     return f"{scheme}://{path}" if scheme else path

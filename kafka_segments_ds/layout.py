@@ -69,6 +69,15 @@ class SegmentRef:
     index_size: int = 0
     timeindex_size: int = 0
     txnindex_size: int = 0
+    # Tiered storage (kafka_segments_ds.tiered): where overlapping copies share offsets, only
+    # [read_from, read_until) of this one is read; last_offset / max_timestamp come from a
+    # manifest (pruning without reading the .log); chunk_size > 0: the .log is stored in chunks
+    # of that many original bytes, each decoded whole (planning cuts at chunk boundaries).
+    read_from: int | None = None
+    read_until: int | None = None
+    last_offset: int | None = None
+    max_timestamp: int | None = None
+    chunk_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)

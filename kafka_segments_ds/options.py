@@ -6,6 +6,7 @@ Names and meanings follow Spark's Kafka source wherever it has the same option.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,9 +14,12 @@ from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from kafka_segments_ds.tiered.layouts import LAYOUTS
 
 EARLIEST = -2
 LATEST = -1
+log = logging.getLogger(__name__)
+
 DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
@@ -47,10 +51,31 @@ READ_OPTIONS = {
         "maxBytesPerPartition",
         "minPartitions",
         "openCostInBytes",
+        "layout",
+        "privateKeys",
     )
 }
 # passed through to storage / Spark and not ours to validate
 PASSTHROUGH_PREFIXES = ("fs.", "path", "paths")
+
+# Options of Spark's Kafka source that only steer its consumer or its streams: a job moved from
+# a broker to an archive keeps them, and a batch read ignores them as Spark's does. Consumer
+# settings (``kafka.*``) mean nothing without a broker, except the isolation level.
+KAFKA_SOURCE_ONLY_OPTIONS = frozenset(
+    name.lower()
+    for name in (
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "groupIdPrefix",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "maxRecordsPerPartition",
+    )
+)
+CLIENT_PREFIX = "kafka."
+CONSUMER_ISOLATION_LEVEL = "kafka.isolation.level"
 
 PartitionKey = tuple[str | None, int | None]
 
@@ -84,6 +109,10 @@ class ReadOptions:
     min_partitions: int | None = None  # None: the engine's parallelism (read_table: no split)
     open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES  # what opening a segment weighs, in bytes
     storage: tuple[tuple[str, str], ...] = ()
+    # tiered storage (kafka_segments_ds.tiered): the bucket layout, and key-pair id -> PEM file
+    # of the RSA private key that unwraps encrypted segments' data keys
+    layout: str = "auto"
+    private_keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def deep(self) -> bool:
@@ -186,6 +215,21 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
                 raise InvalidOptionError(f"option {key} given twice")
             raw[lowered] = value
     storage: list[tuple[str, str]] = []
+    if CONSUMER_ISOLATION_LEVEL in raw:  # the consumer setting Spark's Kafka source passes on
+        level = raw.pop(CONSUMER_ISOLATION_LEVEL)
+        if "isolationlevel" in raw and str(raw["isolationlevel"]) != str(level):
+            raise InvalidOptionError(
+                f"isolationLevel={raw['isolationlevel']!r} and "
+                f"kafka.isolation.level={level!r} disagree"
+            )
+        raw["isolationlevel"] = level
+    ignored = sorted(
+        key for key in raw if key.startswith(CLIENT_PREFIX) or key in KAFKA_SOURCE_ONLY_OPTIONS
+    )
+    if ignored:
+        log.info("options that only a broker or a stream uses are ignored: %s", ", ".join(ignored))
+        for key in ignored:
+            del raw[key]
     for key in list(raw):
         if key not in READ_OPTIONS:
             if key.startswith(PASSTHROUGH_PREFIXES):
@@ -256,6 +300,17 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
     ):
         if (v := get(key)) is not None:
             fields[attr] = _bool(READ_OPTIONS[key], v)
+    if (v := get("layout")) is not None:
+        fields["layout"] = _choice("layout", v, LAYOUTS)
+    if (v := get("privatekeys")) is not None:
+        keys = _json("privateKeys", v)
+        if not isinstance(keys, dict) or not all(
+            isinstance(k, str) and isinstance(f, str) and k and f for k, f in keys.items()
+        ):
+            raise InvalidOptionError(
+                'option privateKeys must map key-pair ids to PEM files: {"key-1": "/keys/1.pem"}'
+            )
+        fields["private_keys"] = tuple(sorted(keys.items()))
     if (v := get("mode")) is not None:
         fields["mode"] = _choice("mode", v, ("FAILFAST", "DROPMALFORMED"), upper=True)
     for key, attr, minimum in (

@@ -28,7 +28,7 @@ from kafka_segments_ds.errors import (
     InvalidOptionError,
 )
 from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover, merge_partitions
+from kafka_segments_ds.layout import PartitionLog, SegmentRef, merge_partitions
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
@@ -41,6 +41,7 @@ from kafka_segments_ds.records.v2 import (
     iter_records,
 )
 from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,14 +94,21 @@ def plan_scan(
         [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
     )
     partitions: list[PartitionLog] = []
+    keys = load_private_keys(dict(options.private_keys)) if options.private_keys else {}
+    views: list[pafs.FileSystem] = []
     for p in paths:
         fsys, root = (
             kfs.resolve(p, options.storage_options()) if filesystem is None else (filesystem, p)
         )
         if not kfs.has_glob(root):
             check_readable(fsys, root)  # never a half-published write
-        partitions.extend(discover(root, fsys))
+        view, discovered = discover_layout(root, fsys, options.layout, keys)
+        partitions.extend(discovered)
+        views.append(view)
         filesystem = fsys if filesystem is None else filesystem
+    if filesystem is not None:
+        # a tiered bucket is read through a view that serves its segments as plain ones
+        filesystem = combine_filesystems(filesystem, views)
     partitions = _select(merge_partitions(partitions), options)
     if pruning.topics is not None:
         partitions = [p for p in partitions if p.topic in pruning.topics]
@@ -234,6 +242,31 @@ def _load_time_index(
     return kidx.parse_time_index(memoryview(data), seg.base_offset, next_base)
 
 
+def segment_bounds(segs: Sequence[SegmentRef], i: int) -> tuple[int | None, int | None, int | None]:
+    """``(read_from, read_until, next_base)`` of segment ``i``: the offsets it is read for
+    (None: unbounded) and the offset its entries must stay below (the next segment's first).
+    Only tiered segments that overlap others have read bounds (``tiered.resolve_overlaps``);
+    a segment cut at ``read_until`` holds later offsets legitimately, so it has no next base."""
+    seg = segs[i]
+    if seg.read_until is not None:
+        return seg.read_from, seg.read_until, None
+    if i + 1 == len(segs):
+        return seg.read_from, None, None
+    following = segs[i + 1]
+    next_first = following.base_offset if following.read_from is None else following.read_from
+    return seg.read_from, None, next_first
+
+
+def _narrow(
+    low: int | None, high: int | None, read_from: int | None, read_until: int | None
+) -> tuple[int | None, int | None]:
+    if read_from is not None:
+        low = read_from if low is None else max(low, read_from)
+    if read_until is not None:
+        high = read_until if high is None else min(high, read_until)
+    return low, high
+
+
 def _segment_tasks(
     filesystem: pafs.FileSystem,
     part: PartitionLog,
@@ -245,32 +278,36 @@ def _segment_tasks(
     tasks = []
     segs = part.segments
     for i, seg in enumerate(segs):
-        next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
-        if start_offset is not None and next_base is not None and next_base <= start_offset:
+        read_from, read_until, next_base = segment_bounds(segs, i)
+        limit = next_base if read_until is None else read_until  # its offsets end before it
+        if start_offset is not None and limit is not None and limit <= start_offset:
+            continue
+        last = seg.last_offset  # from a manifest: no need to open the segment to know
+        if start_offset is not None and last is not None and last < start_offset:
             continue
         if end_offset is not None and seg.base_offset >= end_offset:
             break
+        low, high = _narrow(start_offset, end_offset, read_from, read_until)
+        if low is not None and high is not None and high <= low:
+            continue
+        newest = seg.max_timestamp  # a manifest's maxTimestampMs: every record is older
+        if min_timestamp is not None and newest is not None and newest < min_timestamp:
+            continue
         start_position = 0
         end_position = None
-        if (start_offset is not None and start_offset > seg.base_offset) or (
-            end_offset is not None and (next_base is None or end_offset < next_base)
+        if (low is not None and low > seg.base_offset) or (
+            high is not None and (limit is None or high < limit)
         ):
             index = _load_offset_index(filesystem, seg)
             if index is not None:
-                if start_offset is not None and start_offset > seg.base_offset:
-                    start_position = _verified_start(
-                        filesystem, seg, next_base, index, start_offset
-                    )
-                if end_offset is not None:
-                    end_position = kidx.lookup_position_after(index, end_offset)
+                if low is not None and low > seg.base_offset:
+                    start_position = _verified_start(filesystem, seg, next_base, index, low)
+                if high is not None:
+                    end_position = kidx.lookup_position_after(index, high)
                     entry = _entry_head(filesystem, seg, next_base, end_position)
-                    # every offset at or after the end position must be >= end_offset: only a
+                    # every offset at or after the end position must be >= the end: only a
                     # batch's base offset (or a plain message's offset) says so
-                    if (
-                        entry is None
-                        or entry.offset < end_offset
-                        or (entry.magic < 2 and entry.codec)
-                    ):
+                    if entry is None or entry.offset < high or (entry.magic < 2 and entry.codec):
                         end_position = None
         if min_timestamp is not None:
             start_position = max(
@@ -288,8 +325,8 @@ def _segment_tasks(
                 partition=part.partition,
                 start_position=start_position,
                 end_position=end_position,
-                start_offset=start_offset,
-                end_offset=end_offset,
+                start_offset=low,
+                end_offset=high,
                 min_max_timestamp=min_timestamp,
                 aborted=seg_aborted,
                 next_base_offset=next_base,
@@ -360,16 +397,21 @@ def split_tasks(
     out: list[ScanTask] = []
     for task in tasks:
         end = _task_end(task)
-        if end - task.start_position <= limit:
+        chunk = task.segment.chunk_size
+        # a chunked (tiered) segment is decoded a chunk at a time: pieces of whole chunks
+        piece = max(chunk, -(-limit // chunk) * chunk) if chunk else limit
+        if end - task.start_position <= piece:
             out.append(task)
             continue
-        cuts = _index_cuts(filesystem, task, end, limit)
+        cuts = _index_cuts(filesystem, task, end, piece)
         if cuts is None:
             cuts = _cut_points(
-                _hop_starts(filesystem, task.segment, task.start_position, end),
+                _snap_to_chunks(
+                    _hop_starts(filesystem, task.segment, task.start_position, end), chunk
+                ),
                 task.start_position,
                 end,
-                limit,
+                piece,
             )
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
@@ -461,14 +503,28 @@ def _index_cuts(
     index = _load_offset_index(filesystem, task.segment)
     if index is None or index.positions.shape[0] == 0:
         return None
-    cuts = _cut_points(index.positions, task.start_position, end, limit)
+    chunk = task.segment.chunk_size
+    starts = _snap_to_chunks(index.positions, chunk)
+    cuts = _cut_points(starts, task.start_position, end, limit)
     edges = np.asarray([task.start_position, *cuts, end], np.int64)
-    if (np.diff(edges) > limit).any():
+    # a cut snapped to the first entry after a chunk boundary may overshoot by up to a chunk
+    if (np.diff(edges) > limit + chunk).any():
         return None  # the index is too sparse for this limit: hop to every entry instead
     for cut in cuts:
         if _entry_head(filesystem, task.segment, task.next_base_offset, cut) is None:
             return None
     return cuts
+
+
+def _snap_to_chunks(starts: np.ndarray, chunk: int) -> np.ndarray:
+    """Of sorted entry ``starts``, the first at or after each multiple of ``chunk`` (all of
+    them when ``chunk`` is 0): a piece cut there decodes no chunk another piece decodes,
+    except the one an entry straddles."""
+    if not chunk or starts.shape[0] == 0:
+        return starts
+    boundaries = np.arange(chunk, int(starts[-1]) + 1, chunk, dtype=np.int64)
+    picked = np.searchsorted(starts, boundaries, side="left")
+    return np.unique(starts[picked[picked < starts.shape[0]]])
 
 
 def _task_end(task: ScanTask) -> int:
@@ -565,7 +621,9 @@ def offset_for_timestamp(
     options = replace(options, iteration="deep", read_committed=False)
     segs = part.segments
     for i, seg in enumerate(segs):
-        next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        read_from, read_until, next_base = segment_bounds(segs, i)
+        if seg.max_timestamp is not None and seg.max_timestamp < target:
+            continue  # the manifest's maxTimestampMs: no record here reaches the target
         start_position = 0
         tindex = _load_time_index(filesystem, seg, next_base)
         if tindex is not None and tindex.timestamps.shape[0]:
@@ -583,6 +641,8 @@ def offset_for_timestamp(
             topic=part.topic,
             partition=part.partition,
             start_position=start_position,
+            start_offset=read_from,
+            end_offset=read_until,
             min_max_timestamp=target,
             next_base_offset=next_base,
             include_control=True,
@@ -635,6 +695,10 @@ def _open_transactions(
             if not attrs & 0x10:
                 continue
             base = int(header[K.H_BASE_OFFSET])
+            if (seg.read_from is not None and base < seg.read_from) or (
+                seg.read_until is not None and base >= seg.read_until
+            ):
+                continue  # another (overlapping) segment's offsets
             if attrs & 0x20:
                 if pid not in open_first:
                     continue

@@ -11,7 +11,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 # compat mode puts the checkout itself on sys.path (a .pth entry): Spark finds the data source by
 # listing top-level modules (pkgutil.iter_modules), which an import-hook editable install hides.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]" \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,tiered]" \
     --config-settings editable_mode=compat
 # The editable install leaves the compiled kernels next to their sources; fail here if they do not
 # load rather than let everything run on the (slow) pure-Python kernels.

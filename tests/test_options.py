@@ -266,3 +266,45 @@ def test_read_table_fs_options_are_accepted_locally(sample_dir: Path) -> None:
 def test_read_table_rejects_unknown_column(sample_dir: Path) -> None:
     with pytest.raises(InvalidOptionError, match="nope"):
         read_table(str(sample_dir), columns=["offset", "nope"])
+
+
+def test_a_job_moved_from_spark_kafka_source_keeps_its_options(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Broker-only options are ignored (logged once) and kafka.isolation.level is honoured, so
+    moving a job means changing only the format name and the path."""
+    caplog.set_level("INFO", logger="kafka_segments_ds.options")
+    opts = parse_read_options(
+        {
+            "kafka.bootstrap.servers": "broker-1:9092,broker-2:9092",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.isolation.level": "read_committed",
+            "subscribe": "orders",
+            "startingOffsets": "earliest",
+            "failOnDataLoss": "false",
+            "kafkaConsumer.pollTimeoutMs": "512",
+            "fetchOffset.numRetries": "3",
+            "maxOffsetsPerTrigger": "1000",
+            "groupIdPrefix": "job",
+        }
+    )
+    assert opts.read_committed is True
+    assert opts.subscribe == ("orders",)
+    assert opts.fail_on_data_loss is False
+    assert [r.getMessage() for r in caplog.records] == [
+        "options that only a broker or a stream uses are ignored: fetchoffset.numretries, "
+        "groupidprefix, kafka.bootstrap.servers, kafka.security.protocol, "
+        "kafkaconsumer.polltimeoutms, maxoffsetspertrigger"
+    ]
+
+
+def test_isolation_level_given_both_ways_must_agree() -> None:
+    assert parse_read_options(
+        {"kafka.isolation.level": "read_committed", "isolationLevel": "read_committed"}
+    ).read_committed
+    with pytest.raises(InvalidOptionError, match="disagree"):
+        parse_read_options(
+            {"kafka.isolation.level": "read_committed", "isolationLevel": "read_uncommitted"}
+        )
+    with pytest.raises(InvalidOptionError, match="isolationLevel"):
+        parse_read_options({"kafka.isolation.level": "committed"})

@@ -133,3 +133,42 @@ def test_empty_column_list_keeps_the_row_count(sample_dir: Path, iteration: str)
     table = read_table(str(sample_dir), columns=[], iteration=iteration)
     assert table.num_columns == 0
     assert table.num_rows == expected > 0
+
+
+def test_log_end_offset_is_not_taken_from_a_damaged_index(tmp_path: Path) -> None:
+    """Fuzz 2006:47229: the last ``.index`` entry pointed inside a batch, at bytes that frame
+    one "entry" reaching exactly the end of the file; its offset field became the log end and a
+    valid startingOffsets was refused. An index position is used only where a checksum-valid
+    entry starts; otherwise the hop starts at byte 0."""
+    import pyarrow as pa
+
+    from kafka_segments_ds import write_table
+
+    def write(fake: bytes) -> bytes:
+        values = [b"value-%d" % i for i in range(5)] + [fake]
+        write_table(pa.table({"value": pa.array(values, pa.binary())}), tmp_path, topic="t")
+        return (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+
+    marker = b"\x7f" * 8  # the fake entry's offset field: 2**63 - 1 - ...
+    data = write(marker + b"\x00" * 24)
+    position = data.index(marker)
+    size = len(data) - position - 12
+    fake = marker + size.to_bytes(4, "big") + b"\x00" * 20
+    for child in (tmp_path / "t-0").iterdir():
+        child.unlink()
+    (tmp_path / "t-0").rmdir()
+    data = write(fake)
+    assert data.index(marker) == position and len(data) == position + 12 + size
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    index.write_bytes((5).to_bytes(4, "big") + position.to_bytes(4, "big"))
+    filesystem = pafs.LocalFileSystem()
+    (part,) = discover(str(tmp_path), filesystem)
+    assert log_end_offset(filesystem, part.segments[-1]) == 6
+    got = read_table(str(tmp_path), startingOffsets='{"t":{"0":3}}')
+    assert got.column("offset").to_pylist() == [3, 4, 5]
+    # a last entry whose checksum fails gives no end (the reader reports the damage)
+    damaged = bytearray(data)
+    damaged[-2] ^= 0xFF
+    (tmp_path / "t-0" / "00000000000000000000.log").write_bytes(bytes(damaged))
+    (part,) = discover(str(tmp_path), filesystem)
+    assert log_end_offset(filesystem, part.segments[-1]) is None

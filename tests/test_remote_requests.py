@@ -8,14 +8,17 @@ already holds), then one ranged GET per ``read_at``. What is pinned here:
   ``.index``/``.timeindex``/``.txnindex`` is touched;
 - a read from an offset in the middle of a segment: the driver reads that segment's ``.index``
   and checks the entry at the index position through one open (1 HEAD, then 23 header bytes
-  and the whole entry for its checksum: 2 GETs); the executor then reads exactly ``[position, size)``
+  and the whole entry for its checksum: 2 GETs); the executor then reads exactly
+  ``[position, size)``
   once. The entry checked on the driver is read again by the executor (it is the first entry
   of its window); the last segment's ``.index`` is read twice (``log_end_offset`` for the
-  startingOffsets range check, then the task plan).
+  startingOffsets range check, then the task plan), and ``log_end_offset`` hops from its last
+  position reading entry prefixes, the first and last entries whole (their checksums).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +31,7 @@ from test_remote_faults import Request, _Proxy, start_proxy, upload_sample
 import kafka_segments_ds as ksd
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.fs import RangeReader, resolve
-from kafka_segments_ds.records.batches import ENTRY_HEAD_BYTES
+from kafka_segments_ds.records.batches import ENTRY_HEAD_BYTES, scan_entries
 
 BUCKET = "counted"
 PREFIX = f"/{BUCKET}/logs/"
@@ -127,9 +130,7 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
     counted: tuple[dict[str, str], _Proxy, Path],
 ) -> None:
     root = counted[2]
-    requests = _read(
-        counted, subscribe="orders", startingOffsets='{"orders":{"0":100,"1":150}}'
-    )
+    requests = _read(counted, subscribe="orders", startingOffsets='{"orders":{"0":100,"1":150}}')
     logs = {k: v for k, v in _logs(root).items() if k.startswith(("orders-0/", "orders-1/"))}
     # orders-0: the start falls in the first of two segments; orders-1 has one segment
     assert sorted(logs) == [
@@ -146,13 +147,15 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
         for k in seen
         if k.endswith(".index")
     }
-    assert seen["orders-0/00000000000000000000.index"] == whole_index[
-        "orders-0/00000000000000000000.index"
-    ]
+    assert (
+        seen["orders-0/00000000000000000000.index"]
+        == whole_index["orders-0/00000000000000000000.index"]
+    )
     # read twice: log_end_offset (startingOffsets range check) and the task plan
-    assert seen["orders-1/00000000000000000000.index"] == 2 * whole_index[
-        "orders-1/00000000000000000000.index"
-    ]
+    assert (
+        seen["orders-1/00000000000000000000.index"]
+        == 2 * whole_index["orders-1/00000000000000000000.index"]
+    )
 
     for key, target in (
         ("orders-0/00000000000000000000.log", 100),
@@ -169,14 +172,22 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
         got = seen[key]
         if key.startswith("orders-1"):
             # the last segment: log_end_offset first hops from the last .index position to
-            # the end (one open, one GET per entry header, then the last entry)
-            walk, got = got[:4], got[4:]
+            # the end (one open, one GET per entry prefix; the first and the last entry whole,
+            # for their checksums)
+            walk, got = got[:5], got[5:]
             assert walk[0] == ("HEAD", None)
-            assert [m for m, _ in walk[1:]] == ["GET"] * 3
-            last = kidx.parse_offset_index(
-                memoryview((root / key).with_suffix(".index").read_bytes()), 0, logs[key]
-            ).positions[-1]
-            assert walk[1][1] == _span(int(last), int(last) + 12)
+            last = int(
+                kidx.parse_offset_index(
+                    memoryview((root / key).with_suffix(".index").read_bytes()), 0, logs[key]
+                ).positions[-1]
+            )
+            second = next(e for e in scan_entries((root / key).read_bytes()).positions if e > last)
+            assert walk[1:] == [
+                ("GET", _span(last, last + 12)),
+                ("GET", _span(last, int(second))),  # the first entry, whole
+                ("GET", _span(int(second), int(second) + 12)),
+                ("GET", _span(int(second), logs[key])),  # the last entry, whole
+            ]
         assert got == check + executor, key
     # the segment after the start is read whole, once
     assert seen["orders-0/00000000000000000204.log"] == [
@@ -221,7 +232,7 @@ def _windows(data: bytes, chunk: int) -> list[str]:
         p = starts[-1]
         starts.append(p + 12 + int.from_bytes(data[p + 8 : p + 12], "big"))
     assert starts[-1] == len(data)
-    after = dict(zip(starts, starts[1:]))  # entry start -> its end
+    after = dict(itertools.pairwise(starts))  # entry start -> its end
     spans, pos, want = [], 0, chunk
     while pos < len(data):
         end = min(pos + want, len(data))

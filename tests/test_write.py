@@ -470,6 +470,37 @@ def test_bad_options(tmp_path: Path, options: dict, message: str) -> None:
         write_table(records(1), tmp_path, **options)
 
 
+def test_a_job_written_for_the_kafka_sink_keeps_its_producer_settings(tmp_path: Path) -> None:
+    """kafka.compression.type / kafka.compression.<codec>.level / kafka.batch.size decide the log
+    as a producer's would; settings that need a broker are ignored."""
+    write_table(
+        records(300),
+        tmp_path,
+        **{
+            "topic": "t",
+            "kafka.bootstrap.servers": "broker:9092",
+            "kafka.acks": "all",
+            "kafka.compression.type": "zstd",
+            "kafka.compression.zstd.level": "7",
+            "kafka.batch.size": "4096",
+        },
+    )
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    data = log.read_bytes()
+    positions = scan_entries(data).positions
+    assert {data[p + 22] & 0x07 for p in positions} == {4}  # v2 attributes: zstd
+    assert len(positions) > 1  # batches cut at the producer's batch.size
+    assert read_table(tmp_path).column("offset").to_pylist() == list(range(300))
+    with pytest.raises(InvalidOptionError, match="compression must be one of"):
+        write_table(records(1), tmp_path, **{"topic": "t", "kafka.compression.type": "brotli"})
+    with pytest.raises(InvalidOptionError, match="compressionLevel given twice"):
+        write_table(
+            records(1),
+            tmp_path,
+            **{"topic": "t", "compressionLevel": 3, "kafka.compression.zstd.level": 3},
+        )
+
+
 def test_no_topic_and_a_partition_directory_as_target(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="no topic"):
         write_table(records(1), tmp_path)
@@ -749,3 +780,27 @@ def test_other_inputs_are_refused_clearly(tmp_path: Path, data: object, message:
     with pytest.raises(InvalidInputError, match=message):
         write_table(data, target, topic="t")
     assert not target.exists()
+
+
+def test_append_after_a_damaged_index_takes_the_next_offset_from_the_log(tmp_path: Path) -> None:
+    """An ``.index`` whose last position points inside a batch, at bytes that frame one "entry"
+    reaching the end of the file, must not give the appended records their offsets: the
+    position is used only where a checksum-valid entry starts."""
+    marker = b"\x7f" * 8
+
+    def first_write(fake: bytes) -> bytes:
+        values = [b"value-%d" % i for i in range(5)] + [fake]
+        write_table(pa.table({"value": pa.array(values, pa.binary())}), tmp_path, topic="t")
+        return (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+
+    data = first_write(marker + b"\x00" * 24)
+    position = data.index(marker)
+    for child in (tmp_path / "t-0").iterdir():
+        child.unlink()
+    (tmp_path / "t-0").rmdir()
+    fake = marker + (len(data) - position - 12).to_bytes(4, "big") + b"\x00" * 20
+    assert len(first_write(fake)) == len(data)
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    index.write_bytes((5).to_bytes(4, "big") + position.to_bytes(4, "big"))
+    write_table(records(3), tmp_path, topic="t", mode="append")
+    assert read_table(tmp_path).column("offset").to_pylist() == list(range(9))

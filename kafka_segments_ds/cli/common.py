@@ -17,7 +17,9 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
 from kafka_segments_ds.fs import display_path, read_file, resolve
-from kafka_segments_ds.layout import PartitionLog, SegmentRef, discover, segment_file_name
+from kafka_segments_ds.layout import PartitionLog, SegmentRef, segment_file_name
+from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.tiered import discover_layout, load_private_keys
 
 PROG = "kafka-segments"
 
@@ -174,10 +176,12 @@ def partitions(
     cannot be listed: pointed at the wrong mount, a check must not pass.
     """
     found: list[tuple[pafs.FileSystem, PartitionLog]] = []
+    layout, keys = _tiered_options(options)
     for path in paths:
         filesystem, resolved = resolve(path, options)
         try:
-            parts = discover(resolved, filesystem)
+            # tiered-storage buckets come with a view serving their segments as plain ones
+            filesystem, parts = discover_layout(resolved, filesystem, layout, keys)
         except OSError as err:
             raise storage_error(err, path) from err
         if not any(part.segments for part in parts):
@@ -187,6 +191,14 @@ def partitions(
             )
         found.extend((filesystem, part) for part in parts)
     return found
+
+
+def _tiered_options(options: dict[str, str]) -> tuple[str, dict[str, bytes]]:
+    """The ``layout`` and ``privateKeys`` of ``--option`` (the PEM files read)."""
+    wanted = {k: v for k, v in options.items() if k.lower() in ("layout", "privatekeys")}
+    parsed = parse_read_options(wanted)
+    keys = load_private_keys(dict(parsed.private_keys)) if parsed.private_keys else {}
+    return parsed.layout, keys
 
 
 def sibling(segment: SegmentRef, suffix: str) -> str:

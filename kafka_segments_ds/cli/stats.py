@@ -30,6 +30,7 @@ from kafka_segments_ds.cli.common import (
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import PartitionLog
 from kafka_segments_ds.reader.damage import SUMMARY_MARKER
+from kafka_segments_ds.tiered import is_tiered_segment
 
 NAME = "stats"
 SUMMARY = "per-partition statistics"
@@ -47,7 +48,10 @@ def add_arguments(stats: argparse.ArgumentParser) -> None:
 
 
 def partition_stats(
-    filesystem: pafs.FileSystem, part: PartitionLog, options: dict[str, str]
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    options: dict[str, str],
+    source: str | None = None,
 ) -> dict[str, Any]:
     """Counts for one partition: streamed reads (shallow, deep, and deep read_committed when
     there are transactional batches: without them nothing can be aborted)."""
@@ -55,7 +59,7 @@ def partition_stats(
     if not any(key.lower() == "mode" for key in options):
         options["mode"] = "DROPMALFORMED"
     with reader_warnings() as messages:
-        stats = _counts(filesystem, part, options)
+        stats = _counts(filesystem, part, options, source)
     # the reader's per-read DROPMALFORMED totals repeat what the DAMAGED column and line say
     unique = [w for w in dict.fromkeys(messages) if SUMMARY_MARKER not in w]
     stats["damaged"] = sum(any(m in w for m in DAMAGE_MARKERS) for w in unique)
@@ -64,9 +68,16 @@ def partition_stats(
 
 
 def _counts(
-    filesystem: pafs.FileSystem, part: PartitionLog, options: dict[str, Any]
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    options: dict[str, Any],
+    source: str | None = None,
 ) -> dict[str, Any]:
     paths = [display_path(filesystem, s.path) for s in part.segments]
+    if source is not None and part.topic is not None and is_tiered_segment(part.segments[0]):
+        # tiered segments are read as a partition: overlapping copies are read once
+        paths = [source]
+        options = {**options, "assign": json.dumps({part.topic: [part.partition]})}
     stats: dict[str, Any] = {
         "topic": part.topic,
         "partition": part.partition,
@@ -144,10 +155,10 @@ _STATS_TABLE = (
 
 
 def run(args: argparse.Namespace) -> int:
-    parts = partitions(args.paths, args.option)
+    parts = [(path, *found) for path in args.paths for found in partitions([path], args.option)]
     results = []
-    for filesystem, part in progress(parts, args.quiet, "stats"):
-        result = partition_stats(filesystem, part, args.option)
+    for source, filesystem, part in progress(parts, args.quiet, "stats"):
+        result = partition_stats(filesystem, part, args.option, source)
         for warning in result["warnings"]:
             print(f"warning: {warning}", file=sys.stderr)
         results.append(result)

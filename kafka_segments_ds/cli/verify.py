@@ -44,6 +44,7 @@ from kafka_segments_ds.cli.common import (
 from kafka_segments_ds.errors import KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
+from kafka_segments_ds.planning import segment_bounds
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryTable, scan_entries
 
@@ -240,7 +241,8 @@ def run(args: argparse.Namespace) -> int:
     for filesystem, part in parts:
         for i, segment in enumerate(part.segments):
             last = i + 1 == len(part.segments)
-            following = None if last else part.segments[i + 1].base_offset
+            # the next segment's first offset (tiered copies may overlap: see segment_bounds)
+            following = segment_bounds(part.segments, i)[2]
             work.append((filesystem, segment, following, last))
     findings: list[Finding] = []
     for filesystem, segment, following, last in progress(work, args.quiet, "verify"):

@@ -12,7 +12,13 @@ from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.layout import _TOPIC, MAX_TOPIC_LENGTH
-from kafka_segments_ds.options import PASSTHROUGH_PREFIXES, _bool, _choice, _int
+from kafka_segments_ds.options import (
+    CLIENT_PREFIX,
+    PASSTHROUGH_PREFIXES,
+    _bool,
+    _choice,
+    _int,
+)
 from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
 
 INT32_MAX = 2**31 - 1
@@ -89,6 +95,17 @@ def validate_topic(topic: Any, where: str = "topic") -> str:
     return topic
 
 
+# Producer settings a job written for Spark's Kafka sink passes as ``kafka.<setting>``: these
+# three decide what the log holds; the others (servers, acks, linger.ms, ...) need a broker.
+PRODUCER_SETTINGS = {
+    "kafka.compression.type": "compression",
+    "kafka.compression.gzip.level": "compressionlevel",
+    "kafka.compression.lz4.level": "compressionlevel",
+    "kafka.compression.zstd.level": "compressionlevel",
+    "kafka.batch.size": "batchbytes",
+}
+
+
 def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any) -> WriteOptions:
     """Validate user options (names case-insensitive) into :class:`WriteOptions`."""
     raw: dict[str, Any] = {}
@@ -96,6 +113,10 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
     for source in (options or {}, kwargs):
         for key, value in source.items():
             lowered = key.lower()
+            if lowered in PRODUCER_SETTINGS:
+                key, lowered = WRITE_OPTIONS[PRODUCER_SETTINGS[lowered]], PRODUCER_SETTINGS[lowered]
+            elif lowered.startswith(CLIENT_PREFIX):
+                continue  # a broker's setting: nothing to do without one
             if lowered in raw:
                 raise InvalidOptionError(f"option {key} given twice")
             if lowered not in WRITE_OPTIONS:

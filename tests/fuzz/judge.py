@@ -203,8 +203,11 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     after_wrapper = False  # a damaged wrapper whose size field is damaged too came
     hidden: set[int] = set()
     overlapped: list[tuple[int, int]] = []  # declared extents of damaged entries
+    run_start = None  # where the current run of damaged pieces starts: the reader frames
+    # one damaged entry from there, whatever the pieces' own boundaries
     for i, (piece, position) in enumerate(zip(m.pieces, starts, strict=True)):
         if piece.intact:
+            run_start = None
             rows = reference_or_none(piece.data, verify=verify) or []
             intact.append((position, rows, _claimed_range(piece.data, rows)))
             following = m.pieces[i + 1] if i + 1 < len(m.pieces) else None
@@ -214,19 +217,23 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
                 hidden.add(position)
             continue
         first_damage = min(first_damage, position)
-        declared = _declared_end(data, position)
-        consistent = declared is not None and (declared == len(data) or declared in valid_starts)
-        if consistent:
-            assert declared is not None
-            overlapped.append((position, declared))
-        # The reader skips a damaged entry whose size field is consistent whole; otherwise it
-        # searches, and a wrapper whose CRC proves where it ends (only its size field is
-        # damaged) still holds no inner message past that end.
-        after_wrapper = after_wrapper or (
-            _looks_like_wrapper(piece.data)
-            and not consistent
-            and _checked_extent(piece.data) is None
-        )
+        run_start = position if run_start is None else run_start
+        for at in {run_start, position}:
+            declared = _declared_end(data, at)
+            consistent = declared is not None and (
+                declared == len(data) or declared in valid_starts
+            )
+            if consistent:
+                assert declared is not None
+                overlapped.append((at, declared))
+            # The reader skips a damaged entry whose size field is consistent whole; otherwise
+            # it searches, and a wrapper whose CRC proves where it ends (only its size field is
+            # damaged) still holds no inner message past that end.
+            after_wrapper = after_wrapper or (
+                _looks_like_wrapper(data[at:])
+                and not consistent
+                and _checked_extent(data[at:]) is None
+            )
     # An intact entry is exempt when a well-formed entry elsewhere contradicts its offsets:
     # offset fields carry no checksum, so there is no telling which of the two lies.
     # So is one whose bytes a well-formed entry before it overlaps (the reader follows the
@@ -239,9 +246,7 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
             position in hidden
             or first <= highest
             or any(start < position < end for start, end in overlapped)
-            or any(
-                o.position < position and (o.last >= first or o.end > position) for o in others
-            )
+            or any(o.position < position and (o.last >= first or o.end > position) for o in others)
         ):
             first_free = min(first_free, position)
         else:

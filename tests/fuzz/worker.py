@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -56,7 +57,10 @@ def judge(run_seed: int, number: int, workdir: Path) -> dict[str, object]:
 
 def main() -> None:
     logging.disable(logging.CRITICAL)  # DROPMALFORMED logs every dropped entry
-    with tempfile.TemporaryDirectory(prefix="kafka-fuzz-") as tmp:
+    # Each input rewrites its files: on a disk mounted with ``discard`` every truncation costs
+    # milliseconds, a fifth of the campaign's time; a RAM-backed directory has no such cost.
+    scratch = os.environ.get("KSD_FUZZ_TMP") or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+    with tempfile.TemporaryDirectory(prefix="kafka-fuzz-", dir=scratch) as tmp:
         workdir = Path(tmp)
         judge(0, 0, workdir)  # warm up: load the compiled kernels before measuring
         print(json.dumps({"ready": True, "base_rss_kib": _status_kib("VmRSS")}), flush=True)

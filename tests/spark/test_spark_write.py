@@ -320,3 +320,33 @@ def test_schema_and_topic_errors(  # type: ignore[no-untyped-def]
         writer.mode("append").save(str(tmp_path / "logs"))
     assert not (tmp_path / "logs").exists() or list((tmp_path / "logs").iterdir()) == []
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_kafka_source_job_moved_to_an_archive_keeps_its_options(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Write and read with the options of a job written for Spark's Kafka sink and source:
+    only the format name and the path change."""
+    frame = spark.range(0, 50, 1, 2).selectExpr(
+        "cast(id as string) as key", "cast(concat('v', id) as binary) as value"
+    )
+    (
+        frame.write.format("kafkasegments")
+        .mode("append")  # Spark refuses its default ErrorIfExists for Python data sources
+        .option("kafka.bootstrap.servers", "broker-1:9092")
+        .option("kafka.compression.type", "gzip")
+        .option("topic", "orders")
+        .save(str(tmp_path))
+    )
+    got = (
+        spark.read.format("kafkasegments")
+        .option("kafka.bootstrap.servers", "broker-1:9092")
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", "orders")
+        .option("startingOffsets", "earliest")
+        .option("kafkaConsumer.pollTimeoutMs", "512")
+        .load(str(tmp_path))
+        .selectExpr("cast(key as string) as key", "cast(value as string) as value")
+        .collect()
+    )
+    assert sorted((r.key, r.value) for r in got) == sorted((str(i), f"v{i}") for i in range(50))
+    table = ksd.read_table(tmp_path, iteration="shallow", includeMetadata=True)
+    assert set(table.column("compression").to_pylist()) == {"gzip"}
