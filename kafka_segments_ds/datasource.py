@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
@@ -29,10 +30,16 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from kafka_segments_ds.errors import InvalidOptionError
-from kafka_segments_ds.options import ReadOptions, parse_read_options
+from kafka_segments_ds.options import (
+    ReadOptions,
+    StreamOptions,
+    parse_read_options,
+    parse_stream_options,
+)
 from kafka_segments_ds.schema import check_columns, default_columns, spark_ddl
 
 if TYPE_CHECKING:
+    from kafka_segments_ds.reader.stream import StreamPlanner
     from kafka_segments_ds.scan_task import ScanTask
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
@@ -69,6 +76,14 @@ class KafkaSegmentsDataSource(DataSource):
     source's Spark task costs tens of milliseconds, so the open cost only balances partitions
     and does not count towards ``maxBytesPerPartition``: many small segments make few tasks.
 
+    ``spark.readStream.format("kafkasegments").load(path)`` reads what the archive gains at
+    each trigger, with offsets in Spark's Kafka source's JSON form (``{"topic":{"0":123}}``,
+    the next offset to read) and that source's stream options: ``startingOffsets`` (earliest /
+    latest / JSON; default latest), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (read limits:
+    pyspark 4.2+), ``failOnDataLoss``; ``Trigger.AvailableNow`` reads what is there when the
+    query starts and stops (see :mod:`kafka_segments_ds.reader.stream`).
+
     The reader does not implement ``pushFilters`` (so it works whatever
     ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp
     options. Spark 4.3 reuses the partitions planned for a query with pushed filters for a later
@@ -101,13 +116,45 @@ class KafkaSegmentsDataSource(DataSource):
         return paths, parse_read_options(options)
 
     def schema(self) -> str:
-        _, opts = self._parsed()
+        # Spark asks a batch and a streaming read alike, before either: take a stream's options
+        # too (a batch read refuses them in reader())
+        try:
+            _, opts = self._parsed()
+        except InvalidOptionError as err:
+            try:
+                opts = parse_stream_options(self._paths()[1])[0]
+            except InvalidOptionError:
+                raise err from None
         return spark_ddl(default_columns(opts.include_headers, opts.include_metadata))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths, opts = self._parsed()
         columns = check_columns([field.name for field in schema.fields])
         return KafkaSegmentsReader(paths, opts, columns)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        paths, options = self._paths()
+        if not paths:
+            raise InvalidOptionError(
+                "no path given: "
+                'spark.readStream.format("kafkasegments").load("/path/to/kafka-logs")'
+            )
+        opts, stream = parse_stream_options(options)
+        limits = [
+            name
+            for name, value in (
+                ("maxOffsetsPerTrigger", stream.max_offsets_per_trigger),
+                ("minOffsetsPerTrigger", stream.min_offsets_per_trigger),
+            )
+            if value is not None
+        ]
+        if limits and not _HAS_ADMISSION_CONTROL:
+            raise InvalidOptionError(
+                f"option {limits[0]} needs pyspark 4.2 or later (the Python streaming source API "
+                "of this pyspark has no read limits)"
+            )
+        columns = check_columns([field.name for field in schema.fields])
+        return KafkaSegmentsStreamReader(paths, opts, stream, columns)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         paths, options = self._paths()
@@ -161,10 +208,132 @@ class KafkaSegmentsReader(DataSourceReader):
         return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from kafka_segments_ds.reader import coalesce, read_tasks
+        return _read_partition(partition, self.options, self.columns)
 
-        batches = read_tasks(partition.tasks, self.options, self.columns)  # type: ignore[attr-defined]
-        return coalesce(batches, SPARK_BATCH_ROWS)
+
+def _read_partition(
+    partition: InputPartition, options: ReadOptions, columns: tuple[str, ...]
+) -> Iterator[pa.RecordBatch]:
+    """An input partition's batches, small ones joined (batch and streaming reads)."""
+    from kafka_segments_ds.reader import coalesce, read_tasks
+
+    batches = read_tasks(partition.tasks, options, columns)  # type: ignore[attr-defined]
+    return coalesce(batches, SPARK_BATCH_ROWS)
+
+
+try:  # pyspark 4.2+: read limits (admission control) and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    _HAS_ADMISSION_CONTROL = True
+    _STREAM_MIXINS: tuple[type, ...] = (SupportsTriggerAvailableNow,)
+except ImportError:  # pyspark 4.1: latestOffset() only; AvailableNow reads all in one batch
+    _HAS_ADMISSION_CONTROL = False
+    _STREAM_MIXINS = ()
+
+
+class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # type: ignore[misc]
+    """``spark.readStream`` of an archive: offsets as Spark's Kafka source writes them
+    (``{"topic":{"0":123}}``, next offset to read); micro-batches read like a batch read.
+
+    Spark keeps one instance for the query's life in its streaming source worker (so what the
+    planner learnt about the archive is kept between triggers), and pickles another, fresh one
+    for ``read`` on executors: construction does no I/O."""
+
+    def __init__(
+        self,
+        paths: list[str],
+        options: ReadOptions,
+        stream: StreamOptions,
+        columns: tuple[str, ...],
+    ) -> None:
+        self.paths = paths
+        self.options = options
+        self.stream = stream
+        self.columns = columns
+        self._planner: StreamPlanner | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_planner"] = None  # executors only read
+        return state
+
+    @property
+    def planner(self) -> StreamPlanner:
+        if self._planner is None:
+            from kafka_segments_ds.reader.stream import StreamPlanner
+
+            self._planner = StreamPlanner(self.paths, self.options, self.stream)
+        return self._planner
+
+    def initialOffset(self) -> dict:  # type: ignore[type-arg]
+        from kafka_segments_ds.reader.stream import offsets_to_json
+
+        return offsets_to_json(self.planner.initial_offsets())
+
+    def latestOffset(  # type: ignore[override]
+        self,
+        start: dict | None = None,
+        limit: object | None = None,  # type: ignore[type-arg]
+    ) -> dict:  # type: ignore[type-arg]
+        """pyspark 4.2+ passes the batch's start and a read limit; 4.1 passes neither."""
+        from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
+
+        max_offsets = min_offsets = None
+        if _HAS_ADMISSION_CONTROL and not isinstance(limit, ReadAllAvailable | None):
+            # A ReadLimit holds one limit: the one getDefaultReadLimit gave, the other from
+            # the options (the engine passes ReadAllAvailable to have both ignored).
+            max_offsets = (
+                limit.max_rows
+                if isinstance(limit, ReadMaxRows)
+                else self.stream.max_offsets_per_trigger
+            )
+            min_offsets = (
+                limit.min_rows
+                if isinstance(limit, ReadMinRows)
+                else self.stream.min_offsets_per_trigger
+            )
+        begin = None if start is None else offsets_from_json(start)
+        return offsets_to_json(self.planner.next_offsets(begin, max_offsets, min_offsets))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.stream.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.stream.max_offsets_per_trigger)
+        if self.stream.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.stream.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
+        from kafka_segments_ds.reader.stream import offsets_to_json
+
+        reported = self.planner.reported
+        return None if reported is None else offsets_to_json(reported)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.planner.prepare_available_now()
+
+    def partitions(
+        self,
+        start: dict,  # type: ignore[type-arg]
+        end: dict,  # type: ignore[type-arg]
+    ) -> Sequence[InputPartition]:
+        from kafka_segments_ds.reader.stream import offsets_from_json
+
+        packed = self.planner.plan(
+            offsets_from_json(start), offsets_from_json(end), default_parallelism()
+        )
+        return [SegmentScanPartition(tasks) for tasks in packed]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(partition, self.options, self.columns)
+
+    def commit(self, end: dict) -> None:  # type: ignore[type-arg]
+        """Nothing to release: the archive is read, never consumed."""
 
 
 def default_parallelism() -> int:

@@ -373,3 +373,99 @@ def _check_ranges(fields: Mapping[str, Any]) -> None:
                 f"{topic} partition {partition}: startingOffsetsByTimestamp must not exceed "
                 "endingOffsetsByTimestamp."
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming (spark.readStream): the batch options above, plus Spark's Kafka source's stream
+# options. Kept in one block of their own.
+# --------------------------------------------------------------------------------------------
+
+STREAM_OPTIONS = {
+    name.lower(): name
+    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+}
+BATCH_ONLY_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's Kafka source: 15m
+# Spark's time strings (JavaUtils.timeStringAsMs): a number and a unit, milliseconds if none
+_DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
+_DURATION_MS = {"us": 0.001, "ms": 1, None: 1, "s": 1000, "m": 60_000, "min": 60_000}
+_DURATION_MS |= {"h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """What a stream adds to :class:`ReadOptions`: where it starts and the per-trigger limits.
+
+    ``starting_offsets``: ``None`` for the newest offsets (``latest``, the default), ``()`` for
+    ``earliest``, else (topic, partition, offset) triples where -2 is earliest and -1 latest;
+    partitions they do not name start at the newest offset. ``startingTimestamp`` and
+    ``startingOffsetsByTimestamp`` stay in the ReadOptions (they mean the same in a batch).
+    """
+
+    starting_offsets: tuple[tuple[str, int, int], ...] | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+
+
+def parse_duration_ms(name: str, value: Any) -> int:
+    """``"15m"``, ``"30s"``, ``"500ms"``, ``"500"`` (milliseconds) -> milliseconds."""
+    match = _DURATION.fullmatch(str(value).strip().lower())
+    if match is None:
+        raise InvalidOptionError(
+            f"option {name} must be a duration like 500ms, 30s, 15m, 1h, not {value!r}"
+        )
+    return int(int(match.group(1)) * _DURATION_MS[match.group(2)])
+
+
+def parse_stream_options(
+    options: Mapping[str, Any] | None = None, **kwargs: Any
+) -> tuple[ReadOptions, StreamOptions]:
+    """Validate the options of a streaming read: the batch reader's, except the ending ones,
+    with ``startingOffsets`` also ``latest`` (the default, as in Spark) and the trigger
+    limits."""
+    raw: dict[str, Any] = {}
+    for source in (options or {}, kwargs):
+        for key, value in source.items():
+            if key.lower() in {k.lower() for k in raw}:
+                raise InvalidOptionError(f"option {key} given twice")
+            raw[key] = value
+    lowered = {key.lower(): key for key in raw}
+    for name in BATCH_ONLY_OPTIONS:
+        if name in lowered:
+            raise InvalidOptionError(
+                f"option {READ_OPTIONS[name]} is for batch queries; a streaming query reads on "
+                "as the archive grows (use spark.read for a bounded range)"
+            )
+    fields: dict[str, Any] = {}
+    for name, attr in (
+        ("maxoffsetspertrigger", "max_offsets_per_trigger"),
+        ("minoffsetspertrigger", "min_offsets_per_trigger"),
+    ):
+        if name in lowered:
+            fields[attr] = _int(STREAM_OPTIONS[name], raw.pop(lowered[name]), 1)
+    if "maxtriggerdelay" in lowered:
+        fields["max_trigger_delay_ms"] = parse_duration_ms(
+            "maxTriggerDelay", raw.pop(lowered["maxtriggerdelay"])
+        )
+    if "startingoffsets" in lowered:
+        value = raw.pop(lowered["startingoffsets"])
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text == "earliest":
+            fields["starting_offsets"] = ()
+        elif text != "latest":
+            fields["starting_offsets"] = _partition_map(
+                "startingOffsets", value, allow=(EARLIEST, LATEST), what="23"
+            )
+        if "startingtimestamp" in lowered or "startingoffsetsbytimestamp" in lowered:
+            raise InvalidOptionError(
+                "options startingOffsets, startingTimestamp and startingOffsetsByTimestamp are "
+                "exclusive; give one"
+            )
+    read = parse_read_options(raw)
+    if read.layout not in ("auto", "broker"):
+        raise InvalidOptionError(
+            f"layout {read.layout}: a streaming read takes broker log dirs (layout auto or "
+            "broker); read a tiered-storage bucket with spark.read"
+        )
+    return read, StreamOptions(**fields)

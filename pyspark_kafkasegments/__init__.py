@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource
 
 if TYPE_CHECKING:
-    from pyspark.sql.datasource import DataSourceReader, DataSourceWriter
+    from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, DataSourceWriter
     from pyspark.sql.types import StructType
 
     from kafka_segments_ds.datasource import KafkaSegmentsDataSource
@@ -41,3 +41,6 @@ class DefaultSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return self._source().writer(schema, overwrite)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return self._source().streamReader(schema)

@@ -1,0 +1,531 @@
+"""Incremental reads of a growing archive (``spark.readStream``): offsets and micro-batches.
+
+Offsets are those of Spark's Kafka source: per topic-partition the next offset to read
+(end-exclusive), as JSON ``{"topic": {"0": 123}}``. Each trigger lists the archive (one
+recursive listing per path) and takes a partition's latest offset from the tail of its last
+segment: the last ``.index`` entry, then a walk of the entry framing from there to the last
+whole entry whose checksum holds (an entry being appended, or torn in a preallocated segment,
+ends the data, as for the batch reader). What is learnt about a segment is kept between
+triggers, keyed by its path and size, so a trigger with no new data lists and compares.
+
+A micro-batch [start, end) is read by the batch reader's scan tasks (``planning``), packed
+into input partitions the same way, so it decodes as fast as a batch read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from kafka_segments_ds import fs as kfs
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import (
+    CommitInProgressError,
+    DataLossError,
+    InvalidOptionError,
+    UnsafePathError,
+)
+from kafka_segments_ds.journal import check_readable
+from kafka_segments_ds.layout import (
+    PartitionLog,
+    SegmentRef,
+    _discover,
+    _refuse_escapes,
+    merge_partitions,
+)
+from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
+from kafka_segments_ds.planning import (
+    OPEN_TRANSACTION_END,
+    _segment_tasks,
+    _select,
+    collect_aborted,
+    offset_for_timestamp,
+    plan_partitions,
+)
+from kafka_segments_ds.ranges import V2_LAST_OFFSET_DELTA_AT
+from kafka_segments_ds.reader.task import read_task
+from kafka_segments_ds.records.batches import (
+    ENTRY_HEAD_BYTES,
+    as_array,
+    decode_entry_head,
+    probe_entry,
+    walk_entries,
+)
+from kafka_segments_ds.scan_task import ScanTask
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
+
+TAIL_WINDOW_BYTES = 1 << 20  # reads of the walk from the last index entry to the end
+VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
+LAST_ENTRY_HEAD = V2_LAST_OFFSET_DELTA_AT + 4  # offset field .. v2 lastOffsetDelta
+RACY_MTIME_NS = 1_000_000_000  # a directory changed this recently is listed again
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{("t", 0): 5}`` -> ``{"t": {"0": 5}}``, topics and partitions in order (Spark compares
+    offsets as JSON text: the same offsets must always read the same)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Any) -> Offsets:
+    """The inverse of :func:`offsets_to_json`, checked (a checkpoint may be edited by hand)."""
+    if not isinstance(data, Mapping):
+        raise InvalidOptionError(f'stream offsets must look like {{"topic":{{"0":23}}}}: {data!r}')
+    out: Offsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, Mapping):
+            raise InvalidOptionError(f"stream offsets of topic {topic!r} must be an object")
+        for partition, offset in parts.items():
+            if (
+                not str(partition).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < 0
+            ):
+                raise InvalidOptionError(
+                    f"stream offset {topic}-{partition} = {offset!r} is not an offset"
+                )
+            out[(str(topic), int(partition))] = offset
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTail:
+    """Where the whole, valid entries of a segment of ``size`` bytes end."""
+
+    size: int
+    end_position: int  # after the last whole valid entry
+    next_offset: int  # the offset after it (the base offset when there is none)
+
+
+def scan_tail(
+    filesystem: pafs.FileSystem, seg: SegmentRef, known: SegmentTail | None = None
+) -> SegmentTail:
+    """The tail of ``seg``: walked on from ``known`` (the same file, smaller or as large)
+    when given, else from the last ``.index`` entry that points at a whole valid entry. A file
+    of the known size is read again only where ``known`` ends before its end (a torn entry,
+    or the zeros of a preallocated segment being written in place): 23 bytes there.
+
+    Appends are sequential, so only the last framed entry can be incomplete (a preallocated
+    segment's zero bytes make a torn entry look whole): that one is checksummed."""
+    if known is not None and known.size == seg.size and known.end_position >= seg.size:
+        return known
+    with kfs.RangeReader(filesystem, seg.path) as read:
+        if known is not None and known.size == seg.size:
+            # written in place (a preallocated segment): has an entry begun since?
+            after = as_array(read(known.end_position, ENTRY_HEAD_BYTES))
+            if decode_entry_head(after, known.end_position) is None:
+                return known
+        if known is not None and known.size <= seg.size:
+            position, next_offset = known.end_position, known.next_offset
+        else:
+            position, next_offset = _tail_start(filesystem, seg, read)
+        before = next_offset  # the offset after the entries before the last framed one
+        last: tuple[int, int] | None = None  # (position, next offset) of the last framed entry
+        for walked in walk_entries(read, position, seg.size, TAIL_WINDOW_BYTES, seg.size):
+            count = walked.positions.shape[0]  # 0: an entry larger than the window, widened
+            for i in range(max(0, count - 2), count):  # only the last two entries matter
+                at = int(walked.positions[i])
+                head = walked.window[at : at + LAST_ENTRY_HEAD].tobytes()
+                if len(head) < LAST_ENTRY_HEAD:
+                    head = bytes(read(walked.base + at, LAST_ENTRY_HEAD))
+                if last is not None:
+                    before = last[1]
+                last = (walked.base + at, _last_offset(head) + 1)
+        if last is None:
+            return SegmentTail(seg.size, position, next_offset)
+        entry = probe_entry(read, last[0], seg.size, check_limit=VERIFY_ENTRY_BYTES)
+        if entry is None:  # being written (or damaged: the reader says so once it follows)
+            return SegmentTail(seg.size, last[0], before)
+        return SegmentTail(seg.size, last[0] + entry.length, last[1])
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return -1
+
+
+def _files(seg: SegmentRef) -> tuple[str, ...]:
+    return tuple(f for f in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path) if f)
+
+
+def _tail_start(
+    filesystem: pafs.FileSystem, seg: SegmentRef, read: kfs.RangeReader
+) -> tuple[int, int]:
+    """(position, offset) of the last index entry when a whole valid entry starts there whose
+    offsets are the index's, else (0, base offset)."""
+    if seg.index_path is None or not seg.index_size or not seg.size:
+        return 0, seg.base_offset
+    index = kidx.parse_offset_index(
+        memoryview(kfs.read_file(filesystem, seg.index_path)), seg.base_offset, seg.size
+    )
+    if index.positions.shape[0] == 0:
+        return 0, seg.base_offset
+    position = int(index.positions[-1])
+    entry = probe_entry(read, position, seg.size, check_limit=VERIFY_ENTRY_BYTES)
+    if entry is None or entry.offset < seg.base_offset:
+        return 0, seg.base_offset  # the index is not checksummed: walk the whole segment
+    # the walk from here passes this entry again: its offsets come from the walk
+    return position, seg.base_offset
+
+
+def _last_offset(head: bytes) -> int:
+    """The last offset of the entry whose first bytes are ``head``: a v2 batch's base offset
+    plus its lastOffsetDelta, a legacy entry's offset field (a wrapper's last inner offset)."""
+    offset = int.from_bytes(head[0:8], "big", signed=True)
+    if head[16] < 2:
+        return offset
+    delta = head[V2_LAST_OFFSET_DELTA_AT:LAST_ENTRY_HEAD]
+    return offset + int.from_bytes(delta, "big", signed=True)
+
+
+def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:
+    """At most about ``limit`` offsets past ``begin`` in all, shared by the partitions in
+    proportion to what each has to read (as Spark's Kafka source's maxOffsetsPerTrigger)."""
+    lags = {tp: max(0, latest[tp] - begin[tp]) for tp in latest}
+    total = sum(lags.values())
+    if total <= limit:
+        return dict(latest)
+    out: Offsets = {}
+    for tp, end in latest.items():
+        share = limit * lags[tp] / total
+        # as Spark: a partition whose share is under one offset still moves on by one
+        step = -(-lags[tp] * limit // total) if share < 1 else lags[tp] * limit // total
+        out[tp] = min(end, begin[tp] + step) if lags[tp] else end
+    return out
+
+
+class StreamPlanner:
+    """The driver side of a streaming read: the offsets of each trigger and the scan tasks of
+    each micro-batch. Holds what it learnt about the archive between triggers."""
+
+    def __init__(self, paths: Sequence[str], options: ReadOptions, stream: StreamOptions):
+        self.paths = list(paths)
+        self.options = options
+        self.stream = stream
+        self._filesystem: pafs.FileSystem | None = None
+        self._roots: list[str] = []
+        self._checked: set[str] = set()  # local files that passed the symbolic link check
+        # the tail of each partition's last segment: (its .log path, tail)
+        self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
+        self._stable: dict[TopicPartition, tuple[tuple[str, int], int]] = {}
+        self._partitions: dict[TopicPartition, PartitionLog] | None = None
+        self._watched: dict[str, int] | None = None  # directory -> mtime at the last listing
+        self._target: Offsets | None = None  # Trigger.AvailableNow: nothing after these
+        self._last_trigger = 0.0  # monotonic seconds of the last trigger that was not delayed
+        self.reported: Offsets | None = None  # the newest offsets the last listing found
+
+    # -- listing -----------------------------------------------------------------------------
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        if self._filesystem is None:
+            for path in self.paths:
+                fsys, root = kfs.resolve(path, self.options.storage_options())
+                self._filesystem = self._filesystem or fsys
+                self._roots.append(root)
+        assert self._filesystem is not None
+        return self._filesystem
+
+    def list_partitions(self) -> dict[TopicPartition, PartitionLog]:
+        """The selected partitions as they are now (raises CommitInProgressError while a
+        kafkasegments write commits into a log dir read).
+
+        On local disk, when no directory read has changed since the last listing (the same
+        mtimes: no file added, removed or renamed), only the last segment of each partition is
+        looked at again (a stat): an active segment grows in place."""
+        filesystem = self.filesystem
+        for root in self._roots:
+            if not kfs.has_glob(root):
+                check_readable(filesystem, root)
+        if self._partitions is not None and self._watched is not None:
+            refreshed = self._refresh_last_segments(self._partitions, self._watched)
+            if refreshed is not None:
+                self._partitions = refreshed
+                return refreshed
+        # stat before listing: a change during the listing shows at the next trigger
+        watched = self._directory_times()
+        found: list[PartitionLog] = []
+        for root in self._roots:
+            try:
+                listed = _discover(root.rstrip("/") or "/", filesystem)
+            except UnicodeDecodeError as err:
+                raise UnsafePathError(
+                    f"a file name under {root} is not valid UTF-8: {err}"
+                ) from err
+            if isinstance(filesystem, pafs.LocalFileSystem):
+                self._check_new_files(root, listed)
+            found.extend(listed)
+        partitions: dict[TopicPartition, PartitionLog] = {}
+        for part in _select(merge_partitions(found), self.options):
+            if part.topic is None or part.partition is None:
+                raise InvalidOptionError(
+                    f"{part.directory} is not named <topic>-<partition>: a streaming read keeps "
+                    "offsets per topic and partition"
+                )
+            partitions[(part.topic, part.partition)] = part
+            if watched is not None and part.directory not in watched:
+                watched[part.directory] = -1  # not stat'ed before the listing: list again
+        self._partitions, self._watched = partitions, watched
+        return partitions
+
+    def _directory_times(self) -> dict[str, int] | None:
+        """mtime (ns) of the roots and of the partition directories listed before, when every
+        root is a local directory named without a glob; else None (list every trigger)."""
+        if not isinstance(self.filesystem, pafs.LocalFileSystem):
+            return None
+        if any(kfs.has_glob(root) or not os.path.isdir(root) for root in self._roots):
+            return None
+        directories = [*self._roots, *(p.directory for p in (self._partitions or {}).values())]
+        # A file timestamp has the kernel's coarse clock: a directory changed within the last
+        # tick may change again with the same mtime. Recent ones are listed again ("racy git").
+        racy = time.time_ns() - RACY_MTIME_NS
+        times = {directory: _mtime_ns(directory) for directory in directories}
+        return {d: -1 if t > racy else t for d, t in times.items()}
+
+    def _refresh_last_segments(
+        self, partitions: dict[TopicPartition, PartitionLog], watched: dict[str, int]
+    ) -> dict[TopicPartition, PartitionLog] | None:
+        """``partitions`` with the sizes of their last segments as they are now; None when a
+        directory changed (then a listing is needed)."""
+        try:
+            for directory, mtime in watched.items():
+                if os.stat(directory).st_mtime_ns != mtime:
+                    return None
+            out = {}
+            for key, part in partitions.items():
+                last = part.segments[-1]
+                size = os.stat(last.path).st_size
+                index_size = os.stat(last.index_path).st_size if last.index_path else 0
+                if size != last.size or index_size != last.index_size:
+                    last = replace(last, size=size, index_size=index_size)
+                    part = replace(part, segments=(*part.segments[:-1], last))
+                out[key] = part
+            return out
+        except FileNotFoundError:
+            return None
+
+    def _check_new_files(self, root: str, partitions: list[PartitionLog]) -> None:
+        """The listing's symbolic link check (``layout``), for files not checked before: a
+        realpath per file is most of a listing's cost."""
+        fresh = []
+        for part in partitions:
+            segments = tuple(s for s in part.segments if not self._checked.issuperset(_files(s)))
+            if segments:
+                fresh.append(replace(part, segments=segments))
+        if not fresh:
+            return
+        _refuse_escapes(root.rstrip("/") or "/", fresh)
+        for part in fresh:
+            for seg in part.segments:
+                self._checked.update(_files(seg))
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def latest_of(self, part: PartitionLog) -> int:
+        """The offset after the last whole entry of the partition (below the first open
+        transaction with read_committed)."""
+        assert part.topic is not None and part.partition is not None
+        key = (part.topic, part.partition)
+        last = part.segments[-1]
+        cached = self._tails.get(key)
+        known = cached[1] if cached is not None and cached[0] == last.path else None
+        tail = scan_tail(self.filesystem, last, known)
+        self._tails[key] = (last.path, tail)
+        latest = tail.next_offset
+        if self.options.read_committed:
+            latest = min(latest, self._first_open_transaction(part, latest))
+        return latest
+
+    def _first_open_transaction(self, part: PartitionLog, latest: int) -> int:
+        """Where the last stable offset is: no read_committed batch reads a transaction that
+        may still commit (it would be missed once it did)."""
+        assert part.topic is not None and part.partition is not None
+        key = (part.topic, part.partition)
+        shape = (part.segments[-1].path, part.segments[-1].size)
+        cached = self._stable.get(key)
+        if cached is not None and cached[0] == shape:
+            return cached[1]
+        spans = collect_aborted(self.filesystem, part, self.options)
+        stable = min(
+            (first for _, first, last in spans if last == OPEN_TRANSACTION_END), default=latest
+        )
+        self._stable[key] = (shape, stable)
+        return stable
+
+    def initial_offsets(self) -> Offsets:
+        """Where a new query starts: startingOffsets (latest by default), or the first offset
+        at or after startingTimestamp / startingOffsetsByTimestamp."""
+        partitions = self.list_partitions()
+        named = {(t, p): n for t, p, n in self.stream.starting_offsets or ()}
+        by_time = {(t, p): n for t, p, n in self.options.starting_offsets_by_timestamp or ()}
+        missing = sorted((set(named) | set(by_time)) - set(partitions))
+        if missing:
+            raise InvalidOptionError(
+                "starting offsets name partitions that are not in the (selected) archive: "
+                + ", ".join(f"{t}-{p}" for t, p in missing)
+            )
+        out: Offsets = {}
+        for key, part in partitions.items():
+            if self.options.starting_timestamp is not None or by_time:
+                at = (
+                    self.options.starting_timestamp
+                    if self.options.starting_timestamp is not None
+                    else by_time.get(key, LATEST)
+                )
+                out[key] = self._offset_at_time(part, at)
+            elif self.stream.starting_offsets == ():
+                out[key] = part.segments[0].base_offset
+            else:
+                wanted = named.get(key, LATEST)
+                out[key] = (
+                    self.latest_of(part)
+                    if wanted == LATEST
+                    else part.segments[0].base_offset
+                    if wanted == EARLIEST
+                    else wanted
+                )
+        return out
+
+    def _offset_at_time(self, part: PartitionLog, at: int) -> int:
+        if at == EARLIEST:
+            return part.segments[0].base_offset
+        if at == LATEST:
+            return self.latest_of(part)
+        found = offset_for_timestamp(self.filesystem, part, at, self.options, read_task)
+        if found is not None:
+            return found
+        if self.options.starting_by_timestamp_strategy == "error":
+            raise InvalidOptionError(
+                f"no offset of {part.topic}-{part.partition} has a timestamp >= {at} "
+                "(startingOffsetsByTimestampStrategy=error)"
+            )
+        return self.latest_of(part)
+
+    def prepare_available_now(self) -> None:
+        """Trigger.AvailableNow: remember the latest offsets; later triggers stop there."""
+        self._target = {key: self.latest_of(part) for key, part in self.list_partitions().items()}
+
+    def next_offsets(
+        self,
+        start: Offsets | None,
+        max_offsets: int | None = None,
+        min_offsets: int | None = None,
+    ) -> Offsets:
+        """The end of the next micro-batch from ``start`` (``None``: Spark did not say, an old
+        API): every listed partition's latest offset, capped by the AvailableNow target and
+        ``max_offsets`` (shared by the partitions); ``start`` itself while fewer than
+        ``min_offsets`` are there and maxTriggerDelay has not passed since the last batch."""
+        try:
+            partitions = self.list_partitions()
+        except CommitInProgressError as err:
+            before = start if start is not None else self.reported
+            if before is None:
+                raise
+            log.warning("no new offsets this trigger: %s", err)
+            return dict(before)
+        self.reported = {key: self.latest_of(part) for key, part in partitions.items()}
+        latest = dict(self.reported)
+        if self._target is not None:  # partitions that appeared after the start are left out
+            target = self._target
+            latest = {key: min(n, target[key]) for key, n in latest.items() if key in target}
+        if start is None:
+            return latest
+        begin = {key: start.get(key, partitions[key].segments[0].base_offset) for key in latest}
+        if min_offsets is not None and self._target is None:
+            waiting = sum(max(0, latest[k] - begin[k]) for k in latest)
+            now = time.monotonic()
+            if (
+                waiting < min_offsets
+                and (now - self._last_trigger) * 1000 < self.stream.max_trigger_delay_ms
+            ):
+                return dict(start)
+            self._last_trigger = now
+        if max_offsets is not None:
+            latest = rate_limit(begin, latest, max_offsets)
+        return latest
+
+    # -- micro-batches -----------------------------------------------------------------------
+
+    def plan(self, start: Offsets, end: Offsets, min_partitions: int) -> list[tuple[ScanTask, ...]]:
+        """Scan tasks of the micro-batch [start, end), packed into input partitions (at least
+        ``min_partitions`` when there is enough to read)."""
+        partitions = self._partitions if self._partitions is not None else self.list_partitions()
+        for key in sorted(set(start) - set(end)):
+            self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, start[key])
+        tasks: list[ScanTask] = []
+        for key, stop in sorted(end.items()):
+            part = partitions.get(key)
+            if part is None:
+                part = self.list_partitions().get(key)
+            if part is None:
+                self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, stop)
+                continue
+            earliest = part.segments[0].base_offset
+            begin = start.get(key, earliest)
+            if stop == begin:
+                continue  # nothing to read (a loss below it shows in the batch that reads on)
+            if stop < begin:
+                self._data_loss(
+                    f"{key[0]}-{key[1]}: the offset went back from {begin} to {stop} (the log "
+                    "was truncated)",
+                    key,
+                    begin,
+                )
+                continue
+            if begin < earliest:
+                self._data_loss(
+                    f"{key[0]}-{key[1]}: offsets {begin} to {min(earliest, stop) - 1} are no "
+                    f"longer in the archive, whose first segment starts at offset {earliest} "
+                    "(removed by retention or compaction)",
+                    key,
+                    begin,
+                )
+                begin = earliest
+            if stop <= begin:
+                continue
+            tasks.extend(self._range_tasks(part, begin, stop))
+        if not tasks:
+            return []
+        return plan_partitions(tasks, self.options, self.options.min_partitions or min_partitions)
+
+    def _range_tasks(self, part: PartitionLog, begin: int, stop: int) -> list[ScanTask]:
+        aborted: tuple[tuple[int, int, int], ...] = ()
+        if self.options.read_committed:
+            aborted = collect_aborted(self.filesystem, part, self.options)
+        assert part.topic is not None and part.partition is not None
+        last = part.segments[-1]
+        cached = self._tails.get((part.topic, part.partition))
+        tail = cached[1] if cached is not None and cached[0] == last.path else None
+        if tail is None or tail.size != last.size or tail.next_offset != stop:
+            return _segment_tasks(self.filesystem, part, begin, stop, aborted)
+        # the batch ends at the end of the last segment's whole entries: cut there, not at an
+        # index lookup (the active segment's preallocated index is megabytes of zeros)
+        tasks = _segment_tasks(self.filesystem, part, begin, None, aborted)
+        cut = [replace(t, end_offset=stop) for t in tasks]
+        if cut and cut[-1].segment.path == last.path:
+            cut[-1] = replace(cut[-1], end_position=tail.end_position)
+        return cut
+
+    def _data_loss(self, what: str, key: TopicPartition, offset: int) -> None:
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{what}; the stream was at offset {offset} of {key[0]}-{key[1]}. Some data may "
+                "have been missed: set failOnDataLoss=false to go on from the earliest offset "
+                "available"
+            )
+        log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
