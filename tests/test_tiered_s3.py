@@ -7,6 +7,7 @@ chunk a read starts in."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,16 @@ import kafka_segments_ds as ksd
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.fs import read_file, resolve
 from kafka_segments_ds.tiered.aiven import parse_manifest
-from kafka_segments_ds.tiered.upload import Encryption, upload_aiven, upload_local_tiered
+from kafka_segments_ds.tiered.upload import (
+    Encryption,
+    upload_aiven,
+    upload_linkedin_azure,
+    upload_local_tiered,
+    upload_pinterest,
+)
 
 BUCKET = "tiered"
+AZURE_TOPIC_IDS = {"events": uuid.UUID(int=1), "clicks.v2": uuid.UUID(int=2)}
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +47,12 @@ def bucket(
                 compression=True, chunk_size=1000, encryption=Encryption("kp", public),
             )  # fmt: skip
             upload_local_tiered(directory, direct, f"{BUCKET}/lts", topic, partition, seed=i)
+            upload_pinterest(
+                directory, direct, f"{BUCKET}/pin", "c1", topic, partition, hash_bits=f"{i % 2}"
+            )
+            upload_linkedin_azure(
+                directory, direct, f"{BUCKET}/azure", AZURE_TOPIC_IDS[topic], partition, seed=i
+            )
         proxy, options = start_proxy(moto_host, moto_port)
         try:
             yield options, proxy, source, {"privateKeys": json.dumps({"kp": str(private)})}
@@ -91,6 +105,31 @@ def test_s3_bucket_reads_like_the_log_dir(
     rows, _ = _read(bucket, prefix, **options)
     expected = _rows(ksd.read_table(str(bucket[2]), **options))
     assert rows == expected and rows
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"startingOffsets": '{"events":{"0":100,"1":333}}', "subscribe": "events"}],
+    ids=["all", "startingOffsets"],
+)
+def test_s3_raw_uploader_layouts_read_like_the_log_dir(
+    bucket: Any, options: dict[str, Any]
+) -> None:
+    """pinterest (hash bits, cluster) and linkedin's Azure naming (container per topic id:
+    the ``topic`` column holds the id) on S3."""
+    expected = _rows(ksd.read_table(str(bucket[2]), **options))
+    rows, _ = _read(bucket, "pin", layout="pinterest", **options)
+    assert rows == expected and rows
+    names = {str(v): k for k, v in AZURE_TOPIC_IDS.items()}
+    by_id = {"subscribe": str(AZURE_TOPIC_IDS["events"])} if "subscribe" in options else {}
+    if "startingOffsets" in options:
+        by_id["startingOffsets"] = options["startingOffsets"].replace(
+            "events", str(AZURE_TOPIC_IDS["events"])
+        )
+    rows, _ = _read(bucket, "azure", layout="linkedin-azure", **by_id)
+    renamed = [{**r, "topic": names[r["topic"]]} for r in rows]
+    key = lambda r: (r["topic"], r["partition"], r["offset"])  # noqa: E731
+    assert sorted(renamed, key=key) == sorted(expected, key=key)
 
 
 def test_uncompressed_aiven_logs_are_read_like_broker_segments(bucket: Any) -> None:
