@@ -17,7 +17,7 @@ for version in $PYSPARK_VERSIONS; do
     fi
     PIP=("$VENV/bin/python" -m pip --quiet --disable-pip-version-check)
     "${PIP[@]}" install --upgrade pip
-    "${PIP[@]}" install -e ".[test]" "pyspark==$version" --config-settings editable_mode=compat
+    "${PIP[@]}" install -e ".[test,tiered]" "pyspark==$version" --config-settings editable_mode=compat
     "$VENV/bin/python" - "$version" <<'PY'
 import sys
 
