@@ -75,7 +75,9 @@ def main() -> None:
                 times[name].append(time.perf_counter() - start)
         print(f"range [{first}, {end}):")
         for name, values in times.items():
-            print(f"  {name:<18} best {min(values):.3f} s  median {statistics.median(values):.3f} s")
+            print(
+                f"  {name:<18} best {min(values):.3f} s  median {statistics.median(values):.3f} s"
+            )
         ratio = min(times["decode+filter (b)"]) / min(times["pruned (a)"])
         print(f"  pruned is {ratio:.1f}x faster (best times)")
     sys.stdout.flush()

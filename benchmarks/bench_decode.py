@@ -169,8 +169,7 @@ def main(argv: list[str]) -> int:
         path = data / f"{name}-{args.records}" / "bench-0" / "00000000000000000000.log"
         build_log(path, args.records, codec)
         (t_ours, t_floor), (n, _) = best_of(
-            args.repeat,
-            path, lambda p=path: ours(p), lambda p=path, c=codec: decompress_only(p, c)
+            args.repeat, path, lambda p=path: ours(p), lambda p=path, c=codec: decompress_only(p, c)
         )
         assert n == args.records
         print(f"{name}: {path.stat().st_size / 1e6:.0f} MB compressed")

@@ -32,14 +32,17 @@ def build(root: Path, partitions: int, segments: int) -> None:
         for s in range(segments):
             base = s * 10
             batch = encode_batch(
-                [RecordSpec(value=b"v" * 50, timestamp=1_700_000_000_000 + base + i)
-                 for i in range(10)],
+                [
+                    RecordSpec(value=b"v" * 50, timestamp=1_700_000_000_000 + base + i)
+                    for i in range(10)
+                ],
                 base_offset=base,
             )
             (directory / segment_file_name(base, ".log")).write_bytes(batch)
             (directory / segment_file_name(base, ".index")).write_bytes(b"")
             (directory / segment_file_name(base, ".timeindex")).write_bytes(
-                (1_700_000_000_000 + base + 9).to_bytes(8, "big") + (9).to_bytes(4, "big"))
+                (1_700_000_000_000 + base + 9).to_bytes(8, "big") + (9).to_bytes(4, "big")
+            )
     marker.write_text("ok")
 
 
@@ -56,8 +59,9 @@ def main(argv: list[str]) -> int:
     cases = {
         "default options": {},
         "offset range": {
-            "startingOffsets": "{" + ",".join(
-                f'"events":{{"{p}":{middle}}}' for p in range(1)) + "}",
+            "startingOffsets": "{"
+            + ",".join(f'"events":{{"{p}":{middle}}}' for p in range(1))
+            + "}",
         },
         "startingTimestamp": {"startingTimestamp": 1_700_000_000_000 + middle},
     }

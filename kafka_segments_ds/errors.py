@@ -85,10 +85,14 @@ class MissingCodecError(KafkaSegmentsError):
     """The Python package for a compression codec is not installed."""
 
     def __init__(self, codec: str, package: str) -> None:
+        self.codec, self.package = codec, package
         super().__init__(
             f"reading {codec}-compressed batches needs the '{package}' package: "
             f"pip install {package}"
         )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.codec, self.package))
 
 
 class InvalidOptionError(KafkaSegmentsError, ValueError):

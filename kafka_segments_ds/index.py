@@ -569,8 +569,7 @@ def check_time_index(
         if i >= len(last_offsets):
             findings.append(
                 IndexFinding(
-                    f"entry {k} (timestamp {ts}, offset {offset}): the .log ends before that "
-                    "offset"
+                    f"entry {k} (timestamp {ts}, offset {offset}): the .log ends before that offset"
                 )
             )
             break

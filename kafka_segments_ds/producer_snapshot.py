@@ -113,7 +113,6 @@ def parse_producer_snapshot(data: bytes | memoryview) -> ProducerSnapshot:
     return ProducerSnapshot(version=version, crc=stored_crc, entries=entries)
 
 
-
 def encode_producer_snapshot(
     entries: tuple[ProducerStateEntry, ...] | list[ProducerStateEntry],
 ) -> bytes:

@@ -11,17 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
-from kafka_segments_ds.cli import main
-from kafka_segments_ds.internal_topics import decoder_for
-from kafka_segments_ds.internal_topics.cluster_metadata import decode_cluster_metadata
-from kafka_segments_ds.internal_topics.control_schemas import CONTROL_SCHEMAS
-from kafka_segments_ds.internal_topics.kraft_snapshot import decode_control_record
-from kafka_segments_ds.internal_topics.metadata_schemas import SCHEMAS
-from kafka_segments_ds.internal_topics.remote_log_metadata import decode_remote_log_metadata
-from kafka_segments_ds.internal_topics.share_group_state import decode_share_group_state
-from kafka_segments_ds.records.builder import RecordSpec, encode_batch
-from kafka_segments_ds.samples import PartitionWriter
 from test_cli_decoders import (
     UUID_A,
     UUID_A_TEXT,
@@ -39,6 +28,17 @@ from test_cli_decoders import (
     tags,
     uv,
 )
+
+from kafka_segments_ds.cli import main
+from kafka_segments_ds.internal_topics import decoder_for
+from kafka_segments_ds.internal_topics.cluster_metadata import decode_cluster_metadata
+from kafka_segments_ds.internal_topics.control_schemas import CONTROL_SCHEMAS
+from kafka_segments_ds.internal_topics.kraft_snapshot import decode_control_record
+from kafka_segments_ds.internal_topics.metadata_schemas import SCHEMAS
+from kafka_segments_ds.internal_topics.remote_log_metadata import decode_remote_log_metadata
+from kafka_segments_ds.internal_topics.share_group_state import decode_share_group_state
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.samples import PartitionWriter
 
 pytestmark = pytest.mark.usefixtures("serial_kernels")
 
@@ -118,8 +118,12 @@ def test_every_metadata_record_type_with_kafkas_versions() -> None:
         (
             14,
             0,
-            carr([cs("user") + cs("alice") + tags()]) + cs("producer_byte_rate") + b"\x40\x59"
-            + bytes(6) + i8(0) + tags(),
+            carr([cs("user") + cs("alice") + tags()])
+            + cs("producer_byte_rate")
+            + b"\x40\x59"
+            + bytes(6)
+            + i8(0)
+            + tags(),
             "ClientQuotaRecord",
             {
                 "entity": [{"entity_type": "user", "entity_name": "alice"}],
@@ -217,8 +221,17 @@ def test_remote_log_segment_metadata_record() -> None:
         ),
         (
             3,
-            UUID_B + i64(0) + i64(9) + i32(1) + i64(T0) + i64(T0 + 1) + carr([])
-            + i32(10) + uv(0) + i8(0) + tags(),
+            UUID_B
+            + i64(0)
+            + i64(9)
+            + i32(1)
+            + i64(T0)
+            + i64(T0 + 1)
+            + carr([])
+            + i32(10)
+            + uv(0)
+            + i8(0)
+            + tags(),
             "RemoteLogSegmentMetadataSnapshotRecord",
             {
                 "segment_id": UUID_B_TEXT,

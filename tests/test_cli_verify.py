@@ -193,9 +193,7 @@ def test_index_cut_mid_entry_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert lines[-2:] == [_summary(1, 0, 2), REBUILD_HINT]
 
 
-def test_entry_past_the_log_end_exits_3(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_entry_past_the_log_end_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     part = follower_log(tmp_path)
     size = (part / f"{BASE:020d}.log").stat().st_size
     entries = kidx.parse_offset_index((part / f"{BASE:020d}.index").read_bytes(), BASE)
@@ -375,9 +373,7 @@ def test_recover_missing_dir_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.parametrize("command", ["dump", "verify", "stats", "rebuild-index", "recover"])
-def test_help_documents_the_exit_status(
-    capsys: pytest.CaptureFixture[str], command: str
-) -> None:
+def test_help_documents_the_exit_status(capsys: pytest.CaptureFixture[str], command: str) -> None:
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
     assert info.value.code == 0

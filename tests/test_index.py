@@ -591,9 +591,7 @@ def test_offset_index_sanity_checks() -> None:
 def test_time_index_checks() -> None:
     last_offsets = np.array([9, 19, 29], np.int64)
     max_ts = np.array([100, 300, 200], np.int64)  # CreateTime need not increase
-    good = kidx.encode_time_index(
-        [kidx.TimestampOffset(100, 9), kidx.TimestampOffset(300, 19)], 0
-    )
+    good = kidx.encode_time_index([kidx.TimestampOffset(100, 9), kidx.TimestampOffset(300, 19)], 0)
     assert kidx.check_time_index(good, 0, None, last_offsets, max_ts) == (2, [])
     # claims the max up to offset 9 is 50, but a record there has 100
     low = kidx.encode_time_index([kidx.TimestampOffset(50, 9)], 0)

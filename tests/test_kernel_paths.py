@@ -119,7 +119,6 @@ def test_record_kernels_agree(recs: list, damage: int) -> None:  # type: ignore[
         assert results[0][7][0] == list(range(len(recs)))
 
 
-
 def _columns(recs: list) -> E.RecordColumns:  # type: ignore[type-arg]
     table = pa.table(
         {

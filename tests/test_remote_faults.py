@@ -84,7 +84,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> None:
         key, _, query = self.path.partition("?")
         with self.server.lock:
-            self.server.requests.append(Request(self.command, key, query, self.headers.get("Range")))
+            self.server.requests.append(
+                Request(self.command, key, query, self.headers.get("Range"))
+            )
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         kind = self._take_fault()

@@ -25,6 +25,7 @@ from kafka_segments_ds import writer as writer_module
 from kafka_segments_ds.index import parse_offset_index, parse_time_index, rebuild_indexes
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.writer import commit as commit_module
+from kafka_segments_ds.writer.options import parse_write_options
 
 T0 = 1_700_000_000_000
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -493,11 +494,22 @@ def test_a_job_written_for_the_kafka_sink_keeps_its_producer_settings(tmp_path: 
     assert read_table(tmp_path).column("offset").to_pylist() == list(range(300))
     with pytest.raises(InvalidOptionError, match="compression must be one of"):
         write_table(records(1), tmp_path, **{"topic": "t", "kafka.compression.type": "brotli"})
+    # a level applies to its own codec only: shared producer configs set several
+    shared = {"kafka.compression.gzip.level": "12", "kafka.compression.lz4.level": "3"}
+    options = parse_write_options({"kafka.compression.type": "zstd", **shared})
+    assert (options.compression, options.compression_level) == (4, None)
+    options = parse_write_options({"compression": "lz4", **shared})
+    assert (options.compression, options.compression_level) == (3, 3)
     with pytest.raises(InvalidOptionError, match="compressionLevel given twice"):
         write_table(
             records(1),
             tmp_path,
-            **{"topic": "t", "compressionLevel": 3, "kafka.compression.zstd.level": 3},
+            **{
+                "topic": "t",
+                "compression": "zstd",
+                "compressionLevel": 3,
+                "kafka.compression.zstd.level": 3,
+            },
         )
 
 

@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fill(text: str) -> str:
     """Paragraphs of a description wrapped for the terminal (the help keeps its line breaks)."""
-    return "\n\n".join(textwrap.fill(" ".join(p.split()), 92, break_on_hyphens=False) for p in text.split("\n\n"))
+    return "\n\n".join(
+        textwrap.fill(" ".join(p.split()), 92, break_on_hyphens=False) for p in text.split("\n\n")
+    )
 
 
 def _silence_stdout() -> None:

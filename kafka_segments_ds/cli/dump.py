@@ -32,10 +32,10 @@ from kafka_segments_ds.cli.dump_files import FILE_SUFFIXES, dump_file
 from kafka_segments_ds.cli.jsonl import jsonl_bytes
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError
 from kafka_segments_ds.fs import display_path
+from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_for
 from kafka_segments_ds.layout import PartitionLog
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.records.batches import scan_entries
-from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_for
 from kafka_segments_ds.schema import default_columns
 
 TABLE_VALUE_WIDTH = 60
@@ -246,9 +246,7 @@ def _reader_options(
 ) -> tuple[dict[str, Any], bool]:
     """Reader options for ``found``, and whether rows must still be filtered by offset (for
     partitions the options cannot name: a directory not called ``<topic>-<partition>``)."""
-    opts: dict[str, Any] = {
-        k: v for k, v in args.option.items() if k.lower() not in FLAG_OPTIONS
-    }
+    opts: dict[str, Any] = {k: v for k, v in args.option.items() if k.lower() not in FLAG_OPTIONS}
     opts["iteration"] = args.iteration
     opts["includeHeaders"] = args.include_headers
     opts["includeMetadata"] = args.include_metadata
@@ -349,11 +347,7 @@ def _note_invalid_utf8(
         try:
             pc.cast(data, pa.string())
         except pa.ArrowInvalid:
-            bad = sum(
-                1
-                for v in data.to_pylist()
-                if v is not None and not _is_utf8(v)
-            )
+            bad = sum(1 for v in data.to_pylist() if v is not None and not _is_utf8(v))
             notes[column] = notes.get(column, 0) + bad
 
 
@@ -492,8 +486,7 @@ _TABLE_BASE = ("topic", "partition", "offset", "timestamp", "timestampType", "ke
 
 def _table_header(shown: list[str]) -> str:
     header = (
-        f"{'TOPIC-PARTITION':<24} {'OFFSET':>12} {'TIMESTAMP':<29} "
-        f"{'KEY':<{TABLE_KEY_WIDTH}} VALUE"
+        f"{'TOPIC-PARTITION':<24} {'OFFSET':>12} {'TIMESTAMP':<29} {'KEY':<{TABLE_KEY_WIDTH}} VALUE"
     )
     extra = [name for name in shown if name not in _TABLE_BASE]
     if extra:

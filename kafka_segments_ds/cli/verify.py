@@ -93,9 +93,7 @@ def verify_segment(
         except KafkaSegmentsError as err:
             report.append(("UNREADABLE", index_shown, str(err)))
             continue
-        label, details = _index_finding(
-            suffix, data, len(log), table, segment, next_base, is_last
-        )
+        label, details = _index_finding(suffix, data, len(log), table, segment, next_base, is_last)
         report.append((label, index_shown, details))
     return report
 

@@ -55,9 +55,7 @@ SNAPSHOT_FOOTER_RECORD = Message(
     "SnapshotFooterRecord",
     (0, 0),
     0,
-    (
-        Field("version", "int16"),
-    ),
+    (Field("version", "int16"),),
 )
 KRAFT_VERSION_RECORD = Message(
     "KRaftVersionRecord",

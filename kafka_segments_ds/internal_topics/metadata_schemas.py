@@ -165,9 +165,7 @@ SCHEMAS: dict[int, Message] = {
         "RemoveTopicRecord",
         (0, 0),
         0,
-        (
-            Field("topic_id", "uuid"),
-        ),
+        (Field("topic_id", "uuid"),),
     ),
     10: Message(
         "DelegationTokenRecord",
@@ -267,24 +265,19 @@ SCHEMAS: dict[int, Message] = {
         "RemoveAccessControlEntryRecord",
         (0, 0),
         0,
-        (
-            Field("id", "uuid"),
-        ),
+        (Field("id", "uuid"),),
     ),
     20: Message(
         "NoOpRecord",
         (0, 0),
         0,
-        (
-        ),
+        (),
     ),
     21: Message(
         "ZkMigrationStateRecord",
         (0, 0),
         0,
-        (
-            Field("zk_migration_state", "int8"),
-        ),
+        (Field("zk_migration_state", "int8"),),
     ),
     22: Message(
         "RemoveUserScramCredentialRecord",
@@ -299,32 +292,25 @@ SCHEMAS: dict[int, Message] = {
         "BeginTransactionRecord",
         (0, 0),
         0,
-        (
-            Field("name", "string", nullable=(0, None), tag=0),
-        ),
+        (Field("name", "string", nullable=(0, None), tag=0),),
     ),
     24: Message(
         "EndTransactionRecord",
         (0, 0),
         0,
-        (
-        ),
+        (),
     ),
     25: Message(
         "AbortTransactionRecord",
         (0, 0),
         0,
-        (
-            Field("reason", "string", nullable=(0, None), tag=0),
-        ),
+        (Field("reason", "string", nullable=(0, None), tag=0),),
     ),
     26: Message(
         "RemoveDelegationTokenRecord",
         (0, 0),
         0,
-        (
-            Field("token_id", "string"),
-        ),
+        (Field("token_id", "string"),),
     ),
     27: Message(
         "RegisterControllerRecord",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from kafka_segments_ds.internal_topics.cluster_metadata import decode_framed
 from kafka_segments_ds.internal_topics.protocol import ArrayOf, Field, Message, Struct
 from kafka_segments_ds.internal_topics.records import Decoded, raw_text
+
 # Structs that several records share (the JSON definitions repeat them inline)
 _TOPIC_ID_PARTITION = Struct(
     (Field("name", "string"), Field("id", "uuid"), Field("partition", "int32"))

@@ -58,6 +58,7 @@ from kafka_segments_ds.records.batches import (
     walk_entries,
 )
 from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.tiered import discover_layout
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,8 @@ class StreamPlanner:
                 raise UnsafePathError(
                     f"a file name under {root} is not valid UTF-8: {err}"
                 ) from err
+            if not listed and self._partitions is None:
+                _refuse_tiered(root, filesystem)
             if isinstance(filesystem, pafs.LocalFileSystem):
                 self._check_new_files(root, listed)
             found.extend(listed)
@@ -529,3 +532,13 @@ class StreamPlanner:
                 "available"
             )
         log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
+
+
+def _refuse_tiered(root: str, filesystem: pafs.FileSystem) -> None:
+    """A tiered-storage bucket holds no broker log dir: say so rather than stream nothing."""
+    _, tiered = discover_layout(root.rstrip("/") or "/", filesystem, "auto", {})
+    if tiered:
+        raise InvalidOptionError(
+            f"{root} holds a tiered-storage bucket: a streaming read takes broker log dirs "
+            "(read the bucket with spark.read)"
+        )

@@ -409,7 +409,6 @@ def entry_last_offsets(buf: np.ndarray, positions: np.ndarray, magics: np.ndarra
     return out
 
 
-
 # the pure-Python kernels by name, whichever path runs (tests compare the two)
 PURE_PYTHON: dict[str, Callable[..., Any]] = {
     f.__name__: f

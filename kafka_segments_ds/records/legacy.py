@@ -19,6 +19,7 @@ magic-1 messages take the wrapper's timestamp when the wrapper says LogAppendTim
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -189,7 +190,7 @@ def check_inner_offsets(wrapper: LegacyMessage, offsets: list[int]) -> None:
     tells which one is right, so the whole entry is malformed.
     """
     where = wrapper.offset
-    for earlier, later in zip(offsets, offsets[1:], strict=False):
+    for earlier, later in itertools.pairwise(offsets):
         if later <= earlier:
             raise CorruptSegmentError(
                 f"inner message offsets are not increasing: {later} after {earlier}", offset=where

@@ -28,10 +28,14 @@ class MissingCryptographyError(MissingCodecError):
     """An encrypted segment is read without the ``cryptography`` package."""
 
     def __init__(self, segment: str) -> None:
+        self.segment = segment
         super(MissingCodecError, self).__init__(
             f"{segment} is encrypted (AES-256-GCM): reading it needs the 'cryptography' "
             "package: pip install 'kafka-segments-ds[tiered]'"
         )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.segment,))
 
 
 class MissingKeyError(InvalidOptionError):
@@ -151,9 +155,8 @@ def _unzstd(data: bytes, expected: int, what: str, segment: str, position: int) 
 
 class ChunkedLog:
     """A read-only file object of the original ``.log`` bytes of a chunked object, for
-    :class:`pyarrow.PythonFile`. A read fetches the stored bytes of the chunks it needs
-    (and a few after them, for sequential readers) with one ranged read, and keeps the last
-    decoded chunks for reads that start inside them."""
+    :class:`pyarrow.PythonFile`. A read fetches the stored bytes of the chunks it needs with
+    one ranged read, and keeps the last decoded chunks for reads that start inside them."""
 
     def __init__(
         self, filesystem: pafs.FileSystem, path: str, decoder: ChunkDecoder, shown: str
@@ -240,11 +243,11 @@ class ChunkedLog:
         stored = self._read_stored(int(starts[lo]), int(starts[hi + 1]))
         base = int(starts[lo])
         for i in range(lo, hi + 1):
-            if i in self._decoded:
-                self._decoded.move_to_end(i)
-                continue
-            piece = memoryview(stored)[int(starts[i]) - base : int(starts[i + 1]) - base]
-            self._decoded[i] = self._decoder.chunk(i, piece)
+            if i not in self._decoded:
+                piece = memoryview(stored)[int(starts[i]) - base : int(starts[i + 1]) - base]
+                self._decoded[i] = self._decoder.chunk(i, piece)
+        for i in range(first, last + 1):  # the chunks of this read are the newest: kept
+            self._decoded.move_to_end(i)
         while len(self._decoded) > max(DECODED_CHUNKS_KEPT, last - first + 1):
             self._decoded.popitem(last=False)
 

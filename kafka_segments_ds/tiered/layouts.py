@@ -281,6 +281,8 @@ def _aiven(
     found: dict[str, list[_Candidate]] = {d: [] for d in dirs}
     topics: dict[str, str] = {}
     for (directory, stem_path, objects), manifest in zip(jobs, manifests, strict=True):
+        if manifest is None:
+            continue  # deleted since the listing (retention): as if never listed
         handler.remember(stem_path, manifest)
         found[directory].append(_aiven_segment(handler, directory, stem_path, objects, manifest))
         topic, partition = partitions[directory]
@@ -302,11 +304,16 @@ def _aiven(
 
 def _read_manifest(
     filesystem: pafs.FileSystem, stem_path: str, objects: dict[str, pafs.FileInfo]
-) -> SegmentManifest:
+) -> SegmentManifest | None:
+    """The segment's manifest; None when it was deleted since the listing (retention or an
+    abandoned upload being cleaned up, which deletes the manifest with the segment)."""
     path = stem_path + MANIFEST_SUFFIX
     shown = kfs.display_path(filesystem, path)
     try:
         data = kfs.read_file(filesystem, path).to_pybytes()
+    except FileNotFoundError:
+        _logger.info("%s: deleted since the listing; segment skipped", shown)
+        return None
     except OSError as err:
         raise StorageError(f"reading the manifest failed: {err}", shown) from err
     indexes = objects.get(INDEXES_SUFFIX)

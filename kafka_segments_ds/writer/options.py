@@ -6,6 +6,7 @@ Defaults are a broker's (``segment.bytes``, ``segment.ms``, ``index.interval.byt
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -97,38 +98,44 @@ def validate_topic(topic: Any, where: str = "topic") -> str:
 
 # Producer settings a job written for Spark's Kafka sink passes as ``kafka.<setting>``: these
 # three decide what the log holds; the others (servers, acks, linger.ms, ...) need a broker.
-PRODUCER_SETTINGS = {
-    "kafka.compression.type": "compression",
-    "kafka.compression.gzip.level": "compressionlevel",
-    "kafka.compression.lz4.level": "compressionlevel",
-    "kafka.compression.zstd.level": "compressionlevel",
-    "kafka.batch.size": "batchbytes",
-}
+# ``kafka.compression.<codec>.level`` applies to its own codec only (KIP-390).
+PRODUCER_SETTINGS = {"kafka.compression.type": "compression", "kafka.batch.size": "batchbytes"}
+PRODUCER_LEVEL = re.compile(r"kafka\.compression\.([a-z0-9]+)\.level")
 
 
 def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any) -> WriteOptions:
     """Validate user options (names case-insensitive) into :class:`WriteOptions`."""
+    given = [(k, v) for source in (options or {}, kwargs) for k, v in source.items()]
+    codec_setting = next(  # the codec written: a level for another codec does not apply
+        (
+            str(v).strip().lower()
+            for k, v in given
+            if k.lower() in ("kafka.compression.type", "compression")
+        ),
+        None,
+    )
     raw: dict[str, Any] = {}
     storage: list[tuple[str, str]] = []
-    for source in (options or {}, kwargs):
-        for key, value in source.items():
-            lowered = key.lower()
-            if lowered in PRODUCER_SETTINGS:
-                key, lowered = WRITE_OPTIONS[PRODUCER_SETTINGS[lowered]], PRODUCER_SETTINGS[lowered]
-            elif lowered.startswith(CLIENT_PREFIX):
-                continue  # a broker's setting: nothing to do without one
-            if lowered in raw:
-                raise InvalidOptionError(f"option {key} given twice")
-            if lowered not in WRITE_OPTIONS:
-                if lowered.startswith(PASSTHROUGH_PREFIXES):
-                    if lowered.startswith("fs."):
-                        storage.append((lowered, str(value)))
-                    continue
-                raise InvalidOptionError(
-                    f"unknown write option {key!r}; known options: "
-                    f"{', '.join(WRITE_OPTIONS.values())}"
-                )
-            raw[lowered] = value
+    for key, value in given:
+        lowered = key.lower()
+        if lowered in PRODUCER_SETTINGS:
+            key, lowered = WRITE_OPTIONS[PRODUCER_SETTINGS[lowered]], PRODUCER_SETTINGS[lowered]
+        elif lowered.startswith(CLIENT_PREFIX):
+            level = PRODUCER_LEVEL.fullmatch(lowered)
+            if level is None or level.group(1) != codec_setting:
+                continue  # a broker's setting, or another codec's level: nothing to do here
+            key, lowered = WRITE_OPTIONS["compressionlevel"], "compressionlevel"
+        if lowered in raw:
+            raise InvalidOptionError(f"option {key} given twice")
+        if lowered not in WRITE_OPTIONS:
+            if lowered.startswith(PASSTHROUGH_PREFIXES):
+                if lowered.startswith("fs."):
+                    storage.append((lowered, str(value)))
+                continue
+            raise InvalidOptionError(
+                f"unknown write option {key!r}; known options: {', '.join(WRITE_OPTIONS.values())}"
+            )
+        raw[lowered] = value
     fields: dict[str, Any] = {"storage": tuple(sorted(storage))}
     get = raw.get
     if (v := get("topic")) is not None:

@@ -372,7 +372,7 @@ def op_inneroffset(rng: random.Random, m: Mutant) -> str:
         ]
     )
     struct.pack_into(">q", inner, at, new)
-    inner[at:at + length] = fix_legacy_crc(bytes(inner[at:at + length]))
+    inner[at : at + length] = fix_legacy_crc(bytes(inner[at : at + length]))
     moved = magic == 0 and k == len(messages) - 1 and rng.random() < 0.3
     offset = new if moved else wrapper_offset  # magic 0: the wrapper follows its last inner
     ts = struct.unpack_from(">q", entry, 18)[0] if magic == 1 else -1

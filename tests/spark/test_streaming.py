@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 import pytest
 
 from kafka_segments_ds import index as kidx
@@ -464,6 +465,24 @@ def test_available_now_stops_at_what_was_there_at_start(tmp_path: Path) -> None:
     assert planner.next_offsets(end, max_offsets=100) == end  # Spark stops here
     # the newest offsets, for Spark's progress reports
     assert planner.reported == {("t", 0): 15, ("u", 0): 1}
+
+
+def test_a_tiered_bucket_is_refused_not_streamed_as_nothing(tmp_path: Path) -> None:
+    """layout=auto on a tiered-storage bucket: a stream would find no broker log dir and
+    report nothing, trigger after trigger; it is an error naming the path instead."""
+    from kafka_segments_ds.tiered.upload import upload_aiven
+
+    logs = tmp_path / "logs"
+    LiveLog(logs, "t", 0).append(10)
+    upload_aiven(logs / "t-0", pafs.LocalFileSystem(), f"{tmp_path}/bucket/", "t", 0)
+    planner = StreamPlanner(
+        [str(tmp_path / "bucket")], *parse_stream_options({"startingOffsets": "earliest"})
+    )
+    with pytest.raises(InvalidOptionError, match="holds a tiered-storage bucket"):
+        planner.initial_offsets()
+    empty = StreamPlanner([str(tmp_path / "empty")], *parse_stream_options({}))
+    (tmp_path / "empty").mkdir()
+    assert empty.initial_offsets() == {}  # an archive that is still empty streams nothing
 
 
 def test_a_commit_in_progress_holds_the_stream(tmp_path: Path) -> None:
