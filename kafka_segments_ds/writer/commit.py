@@ -544,8 +544,10 @@ def abort_job(job: JobSpec, filesystem: pafs.FileSystem) -> None:
 # Spark calls abort as soon as one task fails; the job's other running tasks are cancelled,
 # not awaited, so for a moment they can still be creating files in staging. A removal racing
 # with them fails ("directory not empty"): try again until it succeeds or the settle time is
-# over. Once staging is gone nothing recreates it: task directories and chunk files are
-# created non-recursively.
+# over. On a local or HDFS-like filesystem nothing recreates staging once it is gone (task
+# directories and chunk files are created non-recursively); on an object store a late task
+# can still put an object under the staging prefix, which readers never list (a dot
+# directory) and recover() removes as abandoned staging.
 ABORT_SETTLE_SECONDS = 30.0
 
 
