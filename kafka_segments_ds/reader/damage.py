@@ -222,13 +222,11 @@ class DamagePolicy:
         appending, or a truncated copy), unless a valid entry whose offsets follow on starts
         later: then this entry's size field is damaged. An entry that may be an inner message
         of this one (a truncated wrapper storing it verbatim) proves damage only when valid
-        entries follow it exactly to the end of the file or include a magic-2 batch.
+        entries follow it exactly to the end of the file or include a magic-2 batch -- from
+        it, or from a later candidate past where its chain breaks.
         """
         candidate = self._scan_for_entry(position + 1, position)
-        if candidate is not None and (
-            not self._may_be_inner(candidate, position)
-            or any(self._walk_chain(candidate, self.file_end))
-        ):
+        if candidate is not None and self._damage_proven(candidate, position):
             err = CorruptSegmentError(
                 "entry size runs past the end of the file, but valid entries follow "
                 f"from byte {candidate} (damaged size field)"
@@ -246,6 +244,21 @@ class DamagePolicy:
             )
         return None
 
+    def _damage_proven(self, candidate: int, damaged: int) -> bool:
+        """Whether valid entries from ``candidate`` on prove that the entry at ``damaged``,
+        which runs past the end of the file, is damaged rather than truncated: one that cannot
+        be its inner message, or a chain of valid entries reaching the end of the file or
+        holding a magic-2 batch. Each chain is walked once: a candidate on a broken chain
+        breaks where it does, so the next one is looked for past that point."""
+        while candidate is not None:
+            if not self._may_be_inner(candidate, damaged):
+                return True
+            reached, batch, stop = self._chain_walk(candidate, self.file_end)
+            if reached or batch:
+                return True
+            candidate = self._scan_for_entry(stop + 1, damaged, quiet=True)
+        return False
+
     def _chain_reaches(self, position: int, target: int) -> bool:
         """Whether valid entries follow each other from ``position`` exactly to ``target``; at
         the end of the file also to a zero tail too long to be the lz4 end mark that ends a
@@ -254,6 +267,12 @@ class DamagePolicy:
 
     def _walk_chain(self, position: int, target: int) -> tuple[bool, bool]:
         """(:meth:`_chain_reaches`, whether a magic-2 batch is on the chain)."""
+        reached, batch, _ = self._chain_walk(position, target)
+        return reached, batch
+
+    def _chain_walk(self, position: int, target: int) -> tuple[bool, bool, int]:
+        """:meth:`_walk_chain` and where the chain stops (``target`` or the first position
+        holding no valid entry)."""
         batch = False
         while position < target:
             if (
@@ -261,13 +280,13 @@ class DamagePolicy:
                 and target - position >= 17
                 and self._is_zero(position, target)
             ):
-                return True, batch
+                return True, batch, target
             entry = self._probe(position)
             if entry is None:
-                return False, batch
+                return False, batch, position
             batch = batch or entry.magic == 2
             position += entry.length
-        return position == target, batch
+        return position == target, batch, position
 
     def bad_framing(self, position: int, outcome: int, seen: bytes) -> int | None:
         if self._is_zero(position, self.file_end):

@@ -295,6 +295,31 @@ def test_valid_batch_inside_a_bad_entry_ending_before_zeros_is_no_torn_write(
         assert got == [0, 1, 2, 10, 11, 12, 13]
 
 
+def test_later_chain_reaching_the_end_proves_a_cut_wrapper_damaged(tmp_path: Path) -> None:
+    """3003:42070 -- a compressed wrapper cut short (its size runs past the end of the file)
+    is followed by valid legacy entries, more damage, then valid entries exactly to the end.
+    Only the first candidate's chain was weighed: it broke at the damage, so everything after
+    the wrapper was dropped as a truncated tail. A later chain reaching the end of the file
+    proves the size field lies, as the first one's would."""
+    head = v2(0, 3)
+    wrapper = encode_legacy_wrapper(
+        _specs(3, 200, headers=False), last_offset=202, magic=1, compression=GZIP
+    )
+    cut = wrapper[:60]
+    chain = [
+        encode_legacy_message(offset=o, magic=1, key=b"k", value=b"plain", timestamp=TS)
+        for o in (300, 301)
+    ]
+    last = encode_legacy_message(offset=302, magic=1, key=None, value=b"last", timestamp=TS)
+    path = write(tmp_path, head, cut, *chain, b"\xff" * 17, last)
+    assert struct.unpack_from(">i", cut, 8)[0] + 12 > len(cut) + 2 * len(chain[0]) + 17 + len(last)
+    with pytest.raises(CorruptSegmentError, match="damaged size field") as info:
+        offsets(path)
+    assert info.value.position == len(head)
+    for chunk in (4096, 1 << 20):
+        assert offsets(path, mode="DROPMALFORMED", readChunkBytes=chunk) == [0, 1, 2, 300, 301, 302]
+
+
 def test_zero_tail_inside_a_valid_entry_is_no_torn_write(tmp_path: Path) -> None:
     """1611:21048 -- a cut batch whose size field led into the zero bytes ending the (intact)
     last entry was taken for a torn write into a preallocated segment, dropping that entry."""
