@@ -173,6 +173,19 @@ def _well_formed_entries(data: bytes, intact: bytearray, verify: bool) -> list[_
     return found
 
 
+def _checksum_valid_starts(data: bytes, intact: bytearray) -> set[int]:
+    """Positions in damaged bytes where an entry with plausible framing and a matching
+    checksum starts."""
+    found = set()
+    for at in range(max(len(data) - 25, 0)):
+        if intact[at] or data[at + 16] > 2:
+            continue
+        entry_end = _declared_end(data, at)
+        if entry_end is not None and has_valid_checksum(as_array(data[at:entry_end])):
+            found.add(at)
+    return found
+
+
 def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     """Run both modes on a mutated log; return the oracle's complaints (empty = pass)."""
     data = m.data
@@ -195,10 +208,9 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         allowed.update(other.rows)
     valid_starts = {p for piece, p in zip(m.pieces, starts, strict=True) if piece.intact}
     # what the reader calls a valid entry: plausible framing and a matching checksum (checked
-    # whatever verifyChecksums says)
-    valid_starts.update(
-        o.position for o in others if has_valid_checksum(as_array(data[o.position : o.end]))
-    )
+    # whatever verifyChecksums says), whether or not its content decodes (a hostile entry with
+    # a correct CRC is still where its writer put an entry)
+    valid_starts.update(_checksum_valid_starts(data, in_intact))
     first_damage = len(data)
     after_wrapper = False  # a damaged wrapper whose size field is damaged too came
     hidden: set[int] = set()
