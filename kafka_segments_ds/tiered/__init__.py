@@ -12,11 +12,10 @@ from kafka_segments_ds.tiered.layouts import (
     is_tiered_segment,
     resolve_overlaps,
 )
-from kafka_segments_ds.tiered.storage import base_filesystem, combine_filesystems
+from kafka_segments_ds.tiered.storage import combine_filesystems
 
 __all__ = [
     "LAYOUTS",
-    "base_filesystem",
     "combine_filesystems",
     "discover_layout",
     "is_tiered_segment",

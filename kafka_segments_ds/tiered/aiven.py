@@ -48,14 +48,8 @@ from kafka_segments_ds.errors import CorruptIndexError
 
 MANIFEST_SUFFIX = ".rsm-manifest"
 INDEXES_SUFFIX = ".indexes"
-LOG_SUFFIX = ".log"
-# legacy (pre-2023-10) separate index objects
-LEGACY_INDEX_SUFFIXES = {
-    ".index": "offset",
-    ".timeindex": "timestamp",
-    ".txnindex": "transaction",
-}
-# the names our reader asks for -> the segmentIndexes field holding that index
+# the names our reader asks for (and legacy builds' separate index objects) -> the
+# segmentIndexes field holding that index
 INDEX_FIELDS = {".index": "offset", ".timeindex": "timestamp", ".txnindex": "transaction"}
 IV_BYTES = 12
 TAG_BYTES = 16

@@ -29,10 +29,10 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import StorageError
+from kafka_segments_ds.layout import LOG_SUFFIX
 from kafka_segments_ds.tiered.aiven import (
     INDEX_FIELDS,
     INDEXES_SUFFIX,
-    LOG_SUFFIX,
     MANIFEST_SUFFIX,
     ManifestError,
     SegmentManifest,
@@ -255,13 +255,6 @@ def tiered_filesystem(
 ) -> tuple[pafs.PyFileSystem, TieredHandler]:
     handler = TieredHandler(base, aiven_dirs, private_keys)
     return pafs.PyFileSystem(handler), handler
-
-
-def base_filesystem(filesystem: pafs.FileSystem) -> pafs.FileSystem:
-    """The store under a tiered filesystem (the filesystem itself otherwise)."""
-    if isinstance(filesystem, pafs.PyFileSystem) and isinstance(filesystem.handler, TieredHandler):
-        return filesystem.handler.base
-    return filesystem
 
 
 def combine_filesystems(base: pafs.FileSystem, views: Iterable[pafs.FileSystem]) -> pafs.FileSystem:
