@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 import pyarrow.compute as pc
-
 from bench_cli import build_log_dir
 
 from kafka_segments_ds import iter_batches

@@ -151,11 +151,11 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     """
     path = path.rstrip("/") or "/"
     try:
-        result = _discover(path, filesystem)
+        result = list_path(path, filesystem)
     except UnicodeDecodeError as err:
         raise UnsafePathError(f"a file name under {path} is not valid UTF-8: {err}") from err
     if isinstance(filesystem, pafs.LocalFileSystem):
-        _refuse_escapes(path, result)
+        refuse_escapes(path, result)
     return result
 
 
@@ -177,7 +177,7 @@ def merge_partitions(partitions: Iterable[PartitionLog]) -> list[PartitionLog]:
     return list(merged.values())
 
 
-def _refuse_escapes(path: str, partitions: list[PartitionLog]) -> None:
+def refuse_escapes(path: str, partitions: list[PartitionLog]) -> None:
     """Refuse segment files that resolve (through symbolic links) outside the input: a
     hostile archive must not make the reader expose files elsewhere on the machine."""
     fixed = "/".join(itertools.takewhile(lambda part: not has_glob(part), path.split("/")))
@@ -195,7 +195,10 @@ def _refuse_escapes(path: str, partitions: list[PartitionLog]) -> None:
                     )
 
 
-def _discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
+def list_path(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
+    """:func:`discover` without the symbolic link check (``path`` without a trailing slash):
+    a caller that lists again and again checks only the files it has not seen
+    (:func:`refuse_escapes`)."""
     found: dict[str, _Partition] = {}
 
     if has_glob(path):

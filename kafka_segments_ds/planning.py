@@ -109,7 +109,7 @@ def plan_scan(
     if filesystem is not None:
         # a tiered bucket is read through a view that serves its segments as plain ones
         filesystem = combine_filesystems(filesystem, views)
-    partitions = _select(merge_partitions(partitions), options)
+    partitions = select_partitions(merge_partitions(partitions), options)
     if pruning.topics is not None:
         partitions = [p for p in partitions if p.topic in pruning.topics]
     if pruning.partitions is not None:
@@ -180,7 +180,7 @@ def plan_scan(
         if options.read_committed:
             aborted = collect_aborted(filesystem, part, options)
         tasks.extend(
-            _segment_tasks(
+            segment_tasks(
                 filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
             )
         )
@@ -196,7 +196,9 @@ def _name(part: PartitionLog) -> str:
     return f"{part.topic}-{part.partition}"
 
 
-def _select(partitions: list[PartitionLog], options: ReadOptions) -> list[PartitionLog]:
+def select_partitions(partitions: list[PartitionLog], options: ReadOptions) -> list[PartitionLog]:
+    """The partitions ``subscribe`` / ``subscribePattern`` / ``assign`` select, in (topic,
+    partition) order."""
     if options.subscribe is not None:
         wanted = set(options.subscribe)
         partitions = [p for p in partitions if p.topic in wanted]
@@ -267,7 +269,7 @@ def _narrow(
     return low, high
 
 
-def _segment_tasks(
+def segment_tasks(
     filesystem: pafs.FileSystem,
     part: PartitionLog,
     start_offset: int | None,
@@ -275,6 +277,10 @@ def _segment_tasks(
     aborted: tuple[tuple[int, int, int], ...],
     min_timestamp: int | None = None,
 ) -> list[ScanTask]:
+    """The scan tasks reading offsets [start_offset, end_offset) of ``part`` (None: from the
+    first / to the last), one per segment, each cut at ``.index`` positions where the index
+    points at an entry that proves the cut; ``aborted`` are the partition's aborted
+    transactions (read_committed), ``min_timestamp`` skips what is older."""
     tasks = []
     segs = part.segments
     for i, seg in enumerate(segs):

@@ -35,18 +35,18 @@ from kafka_segments_ds.journal import check_readable
 from kafka_segments_ds.layout import (
     PartitionLog,
     SegmentRef,
-    _discover,
-    _refuse_escapes,
+    list_path,
     merge_partitions,
+    refuse_escapes,
 )
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from kafka_segments_ds.planning import (
     OPEN_TRANSACTION_END,
-    _segment_tasks,
-    _select,
     collect_aborted,
     offset_for_timestamp,
     plan_partitions,
+    segment_tasks,
+    select_partitions,
 )
 from kafka_segments_ds.ranges import V2_LAST_OFFSET_DELTA_AT
 from kafka_segments_ds.reader.task import read_task
@@ -263,7 +263,7 @@ class StreamPlanner:
         found: list[PartitionLog] = []
         for root in self._roots:
             try:
-                listed = _discover(root.rstrip("/") or "/", filesystem)
+                listed = list_path(root.rstrip("/") or "/", filesystem)
             except UnicodeDecodeError as err:
                 raise UnsafePathError(
                     f"a file name under {root} is not valid UTF-8: {err}"
@@ -274,7 +274,7 @@ class StreamPlanner:
                 self._check_new_files(root, listed)
             found.extend(listed)
         partitions: dict[TopicPartition, PartitionLog] = {}
-        for part in _select(merge_partitions(found), self.options):
+        for part in select_partitions(merge_partitions(found), self.options):
             if part.topic is None or part.partition is None:
                 raise InvalidOptionError(
                     f"{part.directory} is not named <topic>-<partition>: a streaming read keeps "
@@ -332,7 +332,7 @@ class StreamPlanner:
                 fresh.append(replace(part, segments=segments))
         if not fresh:
             return
-        _refuse_escapes(root.rstrip("/") or "/", fresh)
+        refuse_escapes(root.rstrip("/") or "/", fresh)
         for part in fresh:
             for seg in part.segments:
                 self._checked.update(_files(seg))
@@ -515,10 +515,10 @@ class StreamPlanner:
         cached = self._tails.get((part.topic, part.partition))
         tail = cached[1] if cached is not None and cached[0] == last.path else None
         if tail is None or tail.size != last.size or tail.next_offset != stop:
-            return _segment_tasks(self.filesystem, part, begin, stop, aborted)
+            return segment_tasks(self.filesystem, part, begin, stop, aborted)
         # the batch ends at the end of the last segment's whole entries: cut there, not at an
         # index lookup (the active segment's preallocated index is megabytes of zeros)
-        tasks = _segment_tasks(self.filesystem, part, begin, None, aborted)
+        tasks = segment_tasks(self.filesystem, part, begin, None, aborted)
         cut = [replace(t, end_offset=stop) for t in tasks]
         if cut and cut[-1].segment.path == last.path:
             cut[-1] = replace(cut[-1], end_position=tail.end_position)

@@ -45,9 +45,9 @@ from kafka_segments_ds.layout import (
     SegmentRef,
     _collect,
     _Partition,
-    _refuse_escapes,
     discover,
     parse_partition_dir_name,
+    refuse_escapes,
 )
 from kafka_segments_ds.tiered.aiven import (
     INDEXES_SUFFIX,
@@ -192,7 +192,7 @@ def _discover_tiered(
     partitions = [p for p in partitions if p.segments]
     partitions.sort(key=lambda p: (p.topic or "", p.partition or 0, p.directory))
     if isinstance(filesystem, pafs.LocalFileSystem):
-        _refuse_escapes(root, [_real_files_only(p, kind) for p in partitions])
+        refuse_escapes(root, [_real_files_only(p, kind) for p in partitions])
     return result_fs, partitions
 
 
