@@ -480,6 +480,13 @@ class StreamPlanner:
                 continue
             earliest = part.segments[0].base_offset
             begin = start.get(key, earliest)
+            if key not in start and earliest != 0:
+                # as Spark's Kafka source: a partition added since the last batch is read from
+                # its first offset, and the offsets before it were never seen
+                self._data_loss(
+                    f"added partition {key[0]}-{key[1]} starts from offset {earliest} instead of 0",
+                    key,
+                )
             if stop == begin:
                 continue  # nothing to read (a loss below it shows in the batch that reads on)
             if stop < begin:
@@ -524,12 +531,16 @@ class StreamPlanner:
             cut[-1] = replace(cut[-1], end_position=tail.end_position)
         return cut
 
-    def _data_loss(self, what: str, key: TopicPartition, offset: int) -> None:
+    def _data_loss(self, what: str, key: TopicPartition, offset: int | None = None) -> None:
         if self.options.fail_on_data_loss:
+            where = (
+                ""
+                if offset is None
+                else f"; the stream was at offset {offset} of {key[0]}-{key[1]}"
+            )
             raise DataLossError(
-                f"{what}; the stream was at offset {offset} of {key[0]}-{key[1]}. Some data may "
-                "have been missed: set failOnDataLoss=false to go on from the earliest offset "
-                "available"
+                f"{what}{where}. Some data may have been missed: set failOnDataLoss=false to go "
+                "on from the earliest offset available"
             )
         log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
 

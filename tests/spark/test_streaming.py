@@ -643,6 +643,47 @@ def test_data_loss_is_logged_when_skipped(tmp_path: Path, caplog: pytest.LogCapt
         strict.plan(start_at, strict.next_offsets(start_at), 2)
 
 
+@pytest.mark.parametrize("fail", [True, False], ids=["fails", "skips"])
+def test_added_partition_that_starts_after_offset_0_is_data_loss(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fail: bool
+) -> None:
+    """As Spark's Kafka source: a partition that appears after the stream started is read from
+    its first offset, and one whose first offset is not 0 lost what came before it."""
+    logs = tmp_path / "logs"
+    t = LiveLog(logs, "t", 0)
+    t.append(2)
+    options = {"startingOffsets": "earliest"} | ({} if fail else {"failOnDataLoss": "false"})
+    planner = StreamPlanner([str(logs)], *parse_stream_options(options))
+    begin = planner.initial_offsets()
+    assert begin == {("t", 0): 0}
+    LiveLog(logs, "t", 1).append(3)  # from 0: nothing lost
+    late = LiveLog(logs, "t", 2, first_offset=7)  # retention took 0..6 before the archive saw it
+    late.append(2)
+    end = planner.next_offsets(begin)
+    assert end == {("t", 0): 2, ("t", 1): 3, ("t", 2): 9}
+    if fail:
+        with pytest.raises(
+            DataLossError,
+            match=r"^added partition t-2 starts from offset 7 instead of 0\. Some data may have "
+            "been missed: set failOnDataLoss=false",
+        ):
+            planner.plan(begin, end, 2)
+        return
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.stream"):
+        packed = planner.plan(begin, end, 2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "added partition t-2 starts from offset 7 instead of 0; some data may have been missed "
+        "(failOnDataLoss=false)"
+    ]
+    read = sorted(
+        (p, o)
+        for tasks in packed
+        for b in read_tasks(tasks, planner.options, ("partition", "offset"))
+        for p, o in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True)
+    )
+    assert read == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (2, 7), (2, 8)]
+
+
 def test_tail_of_a_segment_with_entries_larger_than_a_read_window(tmp_path: Path) -> None:
     """The latest offset comes from the tail walk; batches over its 1 MiB windows count."""
     from kafka_segments_ds.layout import discover
