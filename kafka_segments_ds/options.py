@@ -462,10 +462,4 @@ def parse_stream_options(
                 "options startingOffsets, startingTimestamp and startingOffsetsByTimestamp are "
                 "exclusive; give one"
             )
-    read = parse_read_options(raw)
-    if read.layout not in ("auto", "broker"):
-        raise InvalidOptionError(
-            f"layout {read.layout}: a streaming read takes broker log dirs (layout auto or "
-            "broker); read a tiered-storage bucket with spark.read"
-        )
-    return read, StreamOptions(**fields)
+    return parse_read_options(raw), StreamOptions(**fields)

@@ -58,7 +58,7 @@ from kafka_segments_ds.records.batches import (
     walk_entries,
 )
 from kafka_segments_ds.scan_task import ScanTask
-from kafka_segments_ds.tiered import discover_layout
+from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,12 @@ class StreamPlanner:
         self.options = options
         self.stream = stream
         self._filesystem: pafs.FileSystem | None = None
+        self._base: pafs.FileSystem | None = None  # where the roots are
         self._roots: list[str] = []
+        # a tiered-storage bucket (KIP-405) is listed with discover_layout every trigger and
+        # read through the view it gives; None until the first listing tells
+        self._tiered: bool | None = None if options.layout == "auto" else options.layout != "broker"
+        self._keys: dict[str, bytes] | None = None
         self._checked: set[str] = set()  # local files that passed the symbolic link check
         # the tail of each partition's last segment: (its .log path, tail)
         self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
@@ -234,11 +239,14 @@ class StreamPlanner:
 
     @property
     def filesystem(self) -> pafs.FileSystem:
-        if self._filesystem is None:
+        """What segments are read with: the storage of the paths, or for a tiered bucket the
+        view serving its segments as plain ones (as of the last listing)."""
+        if self._base is None:
             for path in self.paths:
                 fsys, root = kfs.resolve(path, self.options.storage_options())
-                self._filesystem = self._filesystem or fsys
+                self._base = self._base or fsys
                 self._roots.append(root)
+            self._filesystem = self._base
         assert self._filesystem is not None
         return self._filesystem
 
@@ -253,6 +261,8 @@ class StreamPlanner:
         for root in self._roots:
             if not kfs.has_glob(root):
                 check_readable(filesystem, root)
+        if self._tiered:
+            return self._list_tiered()
         if self._partitions is not None and self._watched is not None:
             refreshed = self._refresh_last_segments(self._partitions, self._watched)
             if refreshed is not None:
@@ -268,22 +278,53 @@ class StreamPlanner:
                 raise UnsafePathError(
                     f"a file name under {root} is not valid UTF-8: {err}"
                 ) from err
-            if not listed and self._partitions is None:
-                _refuse_tiered(root, filesystem)
+            if not listed and self._tiered is None and self._is_tiered(root):
+                self._tiered = True
+                return self._list_tiered()
             if isinstance(filesystem, pafs.LocalFileSystem):
                 self._check_new_files(root, listed)
             found.extend(listed)
-        partitions: dict[TopicPartition, PartitionLog] = {}
-        for part in select_partitions(merge_partitions(found), self.options):
-            if part.topic is None or part.partition is None:
-                raise InvalidOptionError(
-                    f"{part.directory} is not named <topic>-<partition>: a streaming read keeps "
-                    "offsets per topic and partition"
-                )
-            partitions[(part.topic, part.partition)] = part
+        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
+        if partitions:
+            self._tiered = False  # a broker log dir: never looked at as a bucket again
+        for part in partitions.values():
             if watched is not None and part.directory not in watched:
                 watched[part.directory] = -1  # not stat'ed before the listing: list again
         self._partitions, self._watched = partitions, watched
+        return partitions
+
+    def _is_tiered(self, root: str) -> bool:
+        """Does ``root``, where no broker segment is, hold a tiered-storage bucket?"""
+        assert self._base is not None
+        _, found = discover_layout(
+            root.rstrip("/") or "/", self._base, "auto", self._private_keys()
+        )
+        return bool(found)
+
+    def _private_keys(self) -> dict[str, bytes]:
+        if self._keys is None:
+            private = dict(self.options.private_keys or {})
+            self._keys = load_private_keys(private) if private else {}
+        return self._keys
+
+    def _list_tiered(self) -> dict[TopicPartition, PartitionLog]:
+        """A tiered bucket, listed whole (object stores have no directory times): only
+        segments whose upload finished (Aiven: the manifest is written last) are there, each
+        offset in one segment (``tiered.resolve_overlaps``); read through the view."""
+        assert self._base is not None
+        found: list[PartitionLog] = []
+        views = []
+        for root in self._roots:
+            if kfs.has_glob(root):
+                raise InvalidOptionError(f"a tiered-storage bucket takes no glob pattern: {root}")
+            view, listed = discover_layout(
+                root.rstrip("/") or "/", self._base, self.options.layout, self._private_keys()
+            )
+            views.append(view)
+            found.extend(listed)
+        self._filesystem = combine_filesystems(self._base, views)
+        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
+        self._partitions, self._watched = partitions, None
         return partitions
 
     def _directory_times(self) -> dict[str, int] | None:
@@ -347,6 +388,9 @@ class StreamPlanner:
         last = part.segments[-1]
         cached = self._tails.get(key)
         known = cached[1] if cached is not None and cached[0] == last.path else None
+        if known is None and last.last_offset is not None and last.read_until is None:
+            # a tiered segment is complete, and its manifest says where it ends
+            known = SegmentTail(last.size, last.size, last.last_offset + 1)
         tail = scan_tail(self.filesystem, last, known)
         self._tails[key] = (last.path, tail)
         latest = tail.next_offset
@@ -545,11 +589,13 @@ class StreamPlanner:
         log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
 
 
-def _refuse_tiered(root: str, filesystem: pafs.FileSystem) -> None:
-    """A tiered-storage bucket holds no broker log dir: say so rather than stream nothing."""
-    _, tiered = discover_layout(root.rstrip("/") or "/", filesystem, "auto", {})
-    if tiered:
-        raise InvalidOptionError(
-            f"{root} holds a tiered-storage bucket: a streaming read takes broker log dirs "
-            "(read the bucket with spark.read)"
-        )
+def _by_topic_partition(partitions: list[PartitionLog]) -> dict[TopicPartition, PartitionLog]:
+    out: dict[TopicPartition, PartitionLog] = {}
+    for part in partitions:
+        if part.topic is None or part.partition is None:
+            raise InvalidOptionError(
+                f"{part.directory} is not named <topic>-<partition>: a streaming read keeps "
+                "offsets per topic and partition"
+            )
+        out[(part.topic, part.partition)] = part
+    return out

@@ -220,7 +220,7 @@ def test_stream_options() -> None:
         ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "exclusive"),
         ({"startingOffsets": '{"t":{"0":-3}}'}, "-3 is not allowed"),
         ({"maxOffsetsPerTriger": "5"}, "unknown option"),
-        ({"layout": "aiven"}, "a streaming read takes broker log dirs"),
+        ({"layout": "redpanda"}, "option layout must be one of auto, broker, aiven"),
     ):
         with pytest.raises(InvalidOptionError, match=message):
             parse_stream_options(options)
@@ -467,22 +467,103 @@ def test_available_now_stops_at_what_was_there_at_start(tmp_path: Path) -> None:
     assert planner.reported == {("t", 0): 15, ("u", 0): 1}
 
 
-def test_a_tiered_bucket_is_refused_not_streamed_as_nothing(tmp_path: Path) -> None:
-    """layout=auto on a tiered-storage bucket: a stream would find no broker log dir and
-    report nothing, trigger after trigger; it is an error naming the path instead."""
-    from kafka_segments_ds.tiered.upload import upload_aiven
+class TieredBucket:
+    """A partition whose rolled segments an Aiven-style tiered storage uploads (zstd-compressed,
+    encrypted chunks) into ``root/bucket/`` as they roll."""
 
-    logs = tmp_path / "logs"
-    LiveLog(logs, "t", 0).append(10)
-    upload_aiven(logs / "t-0", pafs.LocalFileSystem(), f"{tmp_path}/bucket/", "t", 0)
-    planner = StreamPlanner(
-        [str(tmp_path / "bucket")], *parse_stream_options({"startingOffsets": "earliest"})
-    )
-    with pytest.raises(InvalidOptionError, match="holds a tiered-storage bucket"):
-        planner.initial_offsets()
+    def __init__(self, root: Path) -> None:
+        from test_tiered_support import rsa_key_pair
+
+        from kafka_segments_ds.tiered.upload import Encryption, kafka_uuid
+
+        self.log = LiveLog(root / "broker", "t", 0)
+        self.stage = root / "rolled" / "t-0"  # the rolled segments: what tiering uploads
+        self.stage.mkdir(parents=True)
+        self.bucket = root / "bucket"
+        public, private = rsa_key_pair(root)
+        self.encryption = Encryption("key-1", public)
+        self.topic_id = kafka_uuid(__import__("random").Random(7))
+        self.options = {"privateKeys": json.dumps({"key-1": str(private)})}
+
+    def roll_and_upload(self, count: int, *, finished: bool = True) -> None:
+        """``count`` records in a segment that rolls and is uploaded (without its manifest
+        when not ``finished``: an upload still under way)."""
+        first = self.log.base
+        self.log.append(count)
+        self.log.roll()
+        for path in self.log.directory.iterdir():
+            if int(path.name.partition(".")[0]) == first:
+                shutil.copy(path, self.stage / path.name)
+        self.upload(unfinished=() if finished else (first,))
+
+    def upload(self, unfinished: tuple[int, ...] = ()) -> None:
+        """Every rolled segment, again (the same objects: same topic and segment ids)."""
+        from kafka_segments_ds.tiered.upload import upload_aiven
+
+        upload_aiven(
+            self.stage,
+            pafs.LocalFileSystem(),
+            f"{self.bucket}/",
+            "t",
+            0,
+            topic_id=self.topic_id,
+            compression=True,
+            encryption=self.encryption,
+            chunk_size=150,
+            skip_manifest=unfinished,
+        )
+
+
+def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(tmp_path: Path) -> None:
+    """A tiered-storage bucket (layout auto) grows by whole segments: each trigger lists it,
+    and a segment counts once its manifest is written (the last object of an upload); its
+    offsets come from the manifest, its rows through the chunks."""
+    tiered = TieredBucket(tmp_path)
+    tiered.roll_and_upload(5)
+    tiered.roll_and_upload(4)
+    options = {"startingOffsets": "earliest", **tiered.options}
+    planner = StreamPlanner([str(tiered.bucket)], *parse_stream_options(options))
+    read: list[tuple[str, int, int, bytes]] = []
+
+    def trigger(begin: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        end = planner.next_offsets(begin)
+        for tasks in planner.plan(begin, end, 2):
+            for b in read_tasks(tasks, planner.options, ("topic", "partition", "offset", "value")):
+                read.extend(zip(*(b.column(i).to_pylist() for i in range(4)), strict=True))
+        return end
+
+    begin = planner.initial_offsets()
+    assert begin == {("t", 0): 0}
+    end = trigger(begin)
+    assert end == {("t", 0): 9} and read == tiered.log.rows(0, 9)
+    tiered.roll_and_upload(3, finished=False)
+    assert trigger(end) == end  # no manifest yet: not there
+    tiered.upload()  # the upload finishes
+    end = trigger(end)
+    assert end == {("t", 0): 12} and read == tiered.log.rows(0, 12)
     empty = StreamPlanner([str(tmp_path / "empty")], *parse_stream_options({}))
     (tmp_path / "empty").mkdir()
     assert empty.initial_offsets() == {}  # an archive that is still empty streams nothing
+
+
+def test_a_tiered_bucket_streamed_by_spark_across_restarts(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Trigger.AvailableNow runs over a growing encrypted bucket with a checkpoint: every
+    record once in the Parquet sink."""
+    tiered = TieredBucket(tmp_path)
+    tiered.roll_and_upload(6)
+    run = {
+        "available_now": True,
+        "parquet": tmp_path / "out",
+        "checkpoint": tmp_path / "checkpoint",
+        "startingOffsets": "earliest",
+        **tiered.options,
+    }
+    Query(spark, tiered.bucket, **run).query.awaitTermination()
+    tiered.roll_and_upload(4)
+    tiered.roll_and_upload(2)
+    Query(spark, tiered.bucket, **run).query.awaitTermination()
+    assert parquet_rows(spark, tmp_path / "out") == tiered.log.rows(0, 12)
+    assert last_checkpoint_offsets(tmp_path / "checkpoint") == {"t": {"0": 12}}
 
 
 def test_a_commit_in_progress_holds_the_stream(tmp_path: Path) -> None:
