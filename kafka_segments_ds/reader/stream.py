@@ -59,6 +59,7 @@ from kafka_segments_ds.records.batches import (
 )
 from kafka_segments_ds.scan_task import ScanTask
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
+from kafka_segments_ds.tiered.layouts import ManifestCache
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,7 @@ class StreamPlanner:
         # read through the view it gives; None until the first listing tells
         self._tiered: bool | None = None if options.layout == "auto" else options.layout != "broker"
         self._keys: dict[str, bytes] | None = None
+        self._manifests: ManifestCache = {}  # Aiven manifests parsed at earlier triggers
         self._checked: set[str] = set()  # local files that passed the symbolic link check
         # the tail of each partition's last segment: (its .log path, tail)
         self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
@@ -297,7 +299,11 @@ class StreamPlanner:
         """Does ``root``, where no broker segment is, hold a tiered-storage bucket?"""
         assert self._base is not None
         _, found = discover_layout(
-            root.rstrip("/") or "/", self._base, "auto", self._private_keys()
+            root.rstrip("/") or "/",
+            self._base,
+            "auto",
+            self._private_keys(),
+            manifests=self._manifests,
         )
         return bool(found)
 
@@ -318,7 +324,12 @@ class StreamPlanner:
             if kfs.has_glob(root):
                 raise InvalidOptionError(f"a tiered-storage bucket takes no glob pattern: {root}")
             view, listed = discover_layout(
-                root.rstrip("/") or "/", self._base, self.options.layout, self._private_keys()
+                root.rstrip("/") or "/",
+                self._base,
+                self.options.layout,
+                self._private_keys(),
+                tiered_only=True,
+                manifests=self._manifests,
             )
             views.append(view)
             found.extend(listed)

@@ -88,18 +88,28 @@ class _Candidate:
     event_timestamp: int = -1
 
 
+# parsed Aiven manifests by (stem, manifest size, .log size, .indexes size): see discover_layout
+ManifestCache = dict[tuple[str, int, int, int], SegmentManifest]
+
+
 def discover_layout(
     path: str,
     filesystem: pafs.FileSystem,
     layout: str = "auto",
     private_keys: Mapping[str, bytes] | None = None,
+    *,
+    tiered_only: bool = False,
+    manifests: ManifestCache | None = None,
 ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
     """Partitions under ``path`` in any supported layout, and the filesystem to read them with
     (a :class:`TieredHandler` view for Aiven buckets, else ``filesystem``).
 
     ``layout="auto"`` reads broker log dirs as :func:`kafka_segments_ds.layout.discover` does
     and, when that finds no segment under a directory, looks for the tiered layouts; finding
-    more than one of them is an error asking for ``layout``.
+    more than one of them is an error asking for ``layout``. ``tiered_only`` skips the broker
+    listing (a caller that knows ``path`` is a bucket). ``manifests`` keeps parsed Aiven
+    manifests between calls (a stream listing the same bucket every trigger): an object
+    written once, read again only if the listing shows other sizes.
     """
     if layout not in LAYOUTS:
         raise InvalidOptionError(
@@ -110,7 +120,7 @@ def discover_layout(
             raise InvalidOptionError(f"layout {layout} does not take glob patterns: {path}")
         return filesystem, discover(path, filesystem)
     root = path.rstrip("/") or "/"
-    if layout == "auto":
+    if layout == "auto" and not tiered_only:
         try:
             found = discover(path, filesystem)  # FileNotFoundError when missing
         except InvalidOptionError:
@@ -131,7 +141,7 @@ def discover_layout(
     listing = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
     if stem is not None:  # one segment: its own objects only
         listing = [i for i in listing if i.path.startswith(stem + ".")]
-    return _discover_tiered(root, filesystem, listing, layout, dict(private_keys or {}))
+    return _discover_tiered(root, filesystem, listing, layout, dict(private_keys or {}), manifests)
 
 
 def _tiered_stem(path: str) -> str | None:
@@ -158,6 +168,7 @@ def _discover_tiered(
     listing: list[pafs.FileInfo],
     layout: str,
     private_keys: dict[str, bytes],
+    manifests: ManifestCache | None = None,
 ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
     by_dir: dict[str, list[pafs.FileInfo]] = {}
     for info in listing:
@@ -179,7 +190,7 @@ def _discover_tiered(
     result_fs: pafs.FileSystem = filesystem
     if kind == "aiven":
         result_fs, handler = tiered_filesystem(filesystem, dirs, private_keys.items())
-        partitions = _aiven(filesystem, handler, dirs)
+        partitions = _aiven(filesystem, handler, dirs, manifests)
     elif kind == "local-tiered":
         partitions = [_local_tiered(d, files) for d, files in dirs.items()]
     elif kind == "pinterest":
@@ -246,7 +257,10 @@ def _classify(directory: str, files: list[pafs.FileInfo], layout: str) -> str | 
 
 
 def _aiven(
-    filesystem: pafs.FileSystem, handler: TieredHandler, dirs: dict[str, list[pafs.FileInfo]]
+    filesystem: pafs.FileSystem,
+    handler: TieredHandler,
+    dirs: dict[str, list[pafs.FileInfo]],
+    cache: ManifestCache | None = None,
 ) -> list[PartitionLog]:
     jobs = []
     partitions: dict[str, tuple[str, int]] = {}
@@ -276,8 +290,18 @@ def _aiven(
                 len(incomplete),
                 ", ".join(sorted(incomplete)[:5]),
             )
-    with ThreadPoolExecutor(min(FETCH_THREADS, max(1, len(jobs)))) as pool:
-        manifests = list(pool.map(lambda job: _read_manifest(filesystem, *job[1:]), jobs))
+    cache = {} if cache is None else cache
+    keys = [_manifest_key(stem_path, objects) for _, stem_path, objects in jobs]
+    fetch = [(job, key) for job, key in zip(jobs, keys, strict=True) if key not in cache]
+    with ThreadPoolExecutor(min(FETCH_THREADS, max(1, len(fetch)))) as pool:
+        fetched = list(pool.map(lambda item: _read_manifest(filesystem, *item[0][1:]), fetch))
+    for (_, key), manifest in zip(fetch, fetched, strict=True):
+        if manifest is not None:
+            cache[key] = manifest
+    listed = set(keys)
+    for key in [k for k in cache if k not in listed and posixpath.dirname(k[0]) in dirs]:
+        del cache[key]  # gone from the bucket (retention): forget it
+    manifests = [cache.get(key) for key in keys]
     found: dict[str, list[_Candidate]] = {d: [] for d in dirs}
     topics: dict[str, str] = {}
     for (directory, stem_path, objects), manifest in zip(jobs, manifests, strict=True):
@@ -300,6 +324,18 @@ def _aiven(
         )
         for d in dirs
     ]
+
+
+def _manifest_key(stem_path: str, objects: dict[str, pafs.FileInfo]) -> tuple[str, int, int, int]:
+    """What a parsed manifest depends on: its object, and the sizes of the objects it is
+    checked against (``.log``, ``.indexes``)."""
+    indexes = objects.get(INDEXES_SUFFIX)
+    return (
+        stem_path,
+        int(objects[MANIFEST_SUFFIX].size),
+        int(objects[LOG_SUFFIX].size),
+        -1 if indexes is None else int(indexes.size),
+    )
 
 
 def _read_manifest(

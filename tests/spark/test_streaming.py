@@ -514,10 +514,22 @@ class TieredBucket:
         )
 
 
-def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(tmp_path: Path) -> None:
+def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tiered-storage bucket (layout auto) grows by whole segments: each trigger lists it,
     and a segment counts once its manifest is written (the last object of an upload); its
-    offsets come from the manifest, its rows through the chunks."""
+    offsets come from the manifest, its rows through the chunks. A manifest is read once."""
+    from kafka_segments_ds.tiered import layouts
+
+    manifests_read: list[str] = []
+    read_manifest = layouts._read_manifest
+
+    def counting(filesystem: pafs.FileSystem, stem: str, objects: Any) -> Any:
+        manifests_read.append(stem.rpartition("/")[2].partition("-")[0])
+        return read_manifest(filesystem, stem, objects)
+
+    monkeypatch.setattr(layouts, "_read_manifest", counting)
     tiered = TieredBucket(tmp_path)
     tiered.roll_and_upload(5)
     tiered.roll_and_upload(4)
@@ -536,11 +548,13 @@ def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(tmp_path: 
     assert begin == {("t", 0): 0}
     end = trigger(begin)
     assert end == {("t", 0): 9} and read == tiered.log.rows(0, 9)
+    assert sorted(manifests_read) == ["00000000000000000000", "00000000000000000005"]  # threads
     tiered.roll_and_upload(3, finished=False)
     assert trigger(end) == end  # no manifest yet: not there
     tiered.upload()  # the upload finishes
     end = trigger(end)
     assert end == {("t", 0): 12} and read == tiered.log.rows(0, 12)
+    assert manifests_read[2:] == ["00000000000000000009"]
     empty = StreamPlanner([str(tmp_path / "empty")], *parse_stream_options({}))
     (tmp_path / "empty").mkdir()
     assert empty.initial_offsets() == {}  # an archive that is still empty streams nothing
