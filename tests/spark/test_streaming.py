@@ -904,6 +904,57 @@ def test_stream_from_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-unt
         assert end == {("t", 0): 8} and read == list(range(8))
 
 
+def test_stream_of_a_tiered_bucket_on_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-untyped-def]
+    """An Aiven bucket on the loopback S3 server, encrypted zstd chunks, growing by a segment."""
+    from kafka_segments_ds.tiered.upload import upload_aiven
+
+    tiered = TieredBucket(tmp_path)
+    tiered.roll_and_upload(4)
+    with moto_s3("tiered-stream") as (s3, host, port):
+
+        def upload() -> None:
+            upload_aiven(
+                tiered.stage,
+                s3,
+                "tiered-stream/rsm/",
+                "t",
+                0,
+                topic_id=tiered.topic_id,
+                compression=True,
+                encryption=tiered.encryption,
+                chunk_size=150,
+            )
+
+        upload()
+        options = {
+            "startingOffsets": "earliest",
+            "fs.s3.endpoint": f"http://{host}:{port}",
+            "fs.s3.accessKey": "k",
+            "fs.s3.secretKey": "s",
+            "fs.s3.region": "us-east-1",
+            **tiered.options,
+        }
+        planner = StreamPlanner(["s3://tiered-stream/rsm/"], *parse_stream_options(options))
+        read: list[tuple[str, int, int, bytes]] = []
+
+        def trigger(begin: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+            end = planner.next_offsets(begin)
+            for tasks in planner.plan(begin, end, 2):
+                for b in read_tasks(
+                    tasks, planner.options, ("topic", "partition", "offset", "value")
+                ):
+                    read.extend(zip(*(b.column(i).to_pylist() for i in range(4)), strict=True))
+            return end
+
+        end = trigger(planner.initial_offsets())
+        assert end == {("t", 0): 4} and read == tiered.log.rows(0, 4)
+        assert trigger(end) == end
+        tiered.roll_and_upload(3)  # (to local disk; then to S3)
+        upload()
+        end = trigger(end)
+        assert end == {("t", 0): 7} and read == tiered.log.rows(0, 7)
+
+
 def test_planning_state_is_not_shipped_to_executors(tmp_path: Path) -> None:
     import pickle
 
