@@ -69,6 +69,23 @@ except Exception as err:
 )
 
 
+# A stream on the server, driven from the client: AvailableNow into Parquet with a checkpoint.
+STREAM = (
+    CLIENT
+    + """
+query = (spark.readStream.format("kafkasegments").option("startingOffsets", "earliest")
+         .option("subscribe", "orders").load(sys.argv[2])
+         .selectExpr("partition", "offset")
+         .writeStream.format("parquet").option("path", sys.argv[3] + "/out")
+         .option("checkpointLocation", sys.argv[3] + "/checkpoint")
+         .trigger(availableNow=True).start())
+query.awaitTermination()
+back = spark.read.parquet(sys.argv[3] + "/out").orderBy("partition", "offset")
+print(json.dumps([list(r) for r in back.collect()]))
+"""
+)
+
+
 def _expected_rows(table: pa.Table) -> list[list[Any]]:
     rows = [
         [
@@ -154,3 +171,15 @@ def test_connect_example_runs_against_a_server(
     orders = sum(1 for t in table["topic"].to_pylist() if t == "orders")
     expected.append(f"orders-copy: {orders} records in 2 partitions")
     assert done.stdout.splitlines() == expected
+
+
+def test_connect_stream_available_now(
+    connect_url: str, spark_script: Callable[..., Any], sample_dir: Path, tmp_path: Path
+) -> None:
+    """``spark.readStream`` from a Connect client: the server runs the stream (its source
+    worker and the micro-batches); every record of the topic once, in the Parquet sink."""
+    got = spark_script(STREAM, connect_url, str(sample_dir), str(tmp_path), cwd=tmp_path)
+    table = ksd.read_table(str(sample_dir), subscribe="orders", columns=["partition", "offset"])
+    expected = sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
+    assert len(expected) > 100
+    assert [tuple(r) for r in got] == expected
