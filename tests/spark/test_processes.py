@@ -5,6 +5,7 @@
 - ``local-cluster[2,1,1024]``: two executor JVMs with their own Python workers, so the data
   source, its partitions and commit messages are pickled between processes and the commit
   protocol runs with tasks in other processes;
+- both read the same topic as a stream too (Trigger.AvailableNow into Parquet);
 - ``register`` on a classic session that already has the source is a silent no-op.
 """
 
@@ -44,9 +45,17 @@ summary = df.selectExpr("count(*)", "sum(offset)", "sum(length(value))",
 (df.select("key", "value", "timestamp", "headers").repartition(3)
    .write.format("kafkasegments").mode("append").option("topic", "copy")
    .option("numPartitions", "2").save(target))
+# the same topic as a stream (Trigger.AvailableNow into Parquet, with a checkpoint)
+(spark.readStream.format("kafkasegments").option("subscribe", "orders")
+   .option("startingOffsets", "earliest").load(source).select("partition", "offset")
+   .writeStream.format("parquet").option("path", target + "-stream")
+   .option("checkpointLocation", target + "-checkpoint").trigger(availableNow=True)
+   .start().awaitTermination())
+streamed = spark.read.parquet(target + "-stream").selectExpr("count(*)", "sum(offset)",
+                                                            "count(distinct partition, offset)")
 executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
 print(json.dumps({"summary": list(summary.first()), "executors": executors,
-                  "tasks": df.rdd.getNumPartitions()}))
+                  "tasks": df.rdd.getNumPartitions(), "streamed": list(streamed.first())}))
 """
 )
 
@@ -61,6 +70,12 @@ def _check_copy(result: dict[str, Any], source: Path, target: Path) -> None:
         len(set(orders["partition"].to_pylist())),
     ]
     assert result["tasks"] > 2  # several input partitions, spread over the workers
+    # the stream: every record once
+    assert result["streamed"] == [
+        orders.num_rows,
+        pc.sum(orders["offset"]).as_py(),
+        orders.num_rows,
+    ]
     copy = ksd.read_table(str(target))
     assert copy.num_rows == orders.num_rows
     assert set(copy["topic"].to_pylist()) == {"copy"}
