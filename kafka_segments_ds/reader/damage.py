@@ -215,7 +215,7 @@ class DamagePolicy:
         )
         return True
 
-    def past_eof(self, position: int) -> int | None:
+    def past_eof(self, position: int, quiet: bool = False) -> int | None:
         """An entry at ``position`` runs past the end of the file.
 
         That is the end of the data, as for a broker (a copy taken while the broker was
@@ -223,16 +223,18 @@ class DamagePolicy:
         later: then this entry's size field is damaged. An entry that may be an inner message
         of this one (a truncated wrapper storing it verbatim) proves damage only when valid
         entries follow it exactly to the end of the file or include a magic-2 batch -- from
-        it, or from a later candidate past where its chain breaks.
+        it, or from a later candidate past where its chain breaks. ``quiet``: the end of the
+        data is not logged (a stream's look at an active segment: an append in progress).
         """
-        candidate = self._scan_for_entry(position + 1, position)
+        candidate = self._scan_for_entry(position + 1, position, quiet=quiet)
         if candidate is not None and self._damage_proven(candidate, position):
             err = CorruptSegmentError(
                 "entry size runs past the end of the file, but valid entries follow "
                 f"from byte {candidate} (damaged size field)"
             )
             return self.fail(err, position, self._offset_field(position))
-        skipped = self.file_end - position
+        if quiet:
+            return None
         if self._is_zero(position, self.file_end):
             log.info("%s: zero-filled tail from byte %d", self.source.path, position)
         else:
@@ -240,11 +242,11 @@ class DamagePolicy:
                 "%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
                 self.source.path,
                 position,
-                skipped,
+                self.file_end - position,
             )
         return None
 
-    def _damage_proven(self, candidate: int, damaged: int) -> bool:
+    def _damage_proven(self, candidate: int | None, damaged: int) -> bool:
         """Whether valid entries from ``candidate`` on prove that the entry at ``damaged``,
         which runs past the end of the file, is damaged rather than truncated: one that cannot
         be its inner message, or a chain of valid entries reaching the end of the file or

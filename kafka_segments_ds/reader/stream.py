@@ -5,8 +5,9 @@ Offsets are those of Spark's Kafka source: per topic-partition the next offset t
 recursive listing per path) and takes a partition's latest offset from the tail of its last
 segment: the last ``.index`` entry, then a walk of the entry framing from there to the last
 whole entry whose checksum holds (an entry being appended, or torn in a preallocated segment,
-ends the data, as for the batch reader). What is learnt about a segment is kept between
-triggers, keyed by its path and size, so a trigger with no new data lists and compares.
+ends the data, and damage is met, as for the batch reader). What is learnt about a segment is
+kept between triggers, keyed by its path and size, so a trigger with no new data lists and
+compares.
 
 A micro-batch [start, end) is read by the batch reader's scan tasks (``planning``), packed
 into input partitions the same way, so it decodes as fast as a batch read.
@@ -49,9 +50,13 @@ from kafka_segments_ds.planning import (
     select_partitions,
 )
 from kafka_segments_ds.ranges import V2_LAST_OFFSET_DELTA_AT
+from kafka_segments_ds.reader.damage import MAX_REREADS, DamagePolicy
+from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.reader.task import read_task
+from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import (
     ENTRY_HEAD_BYTES,
+    LOG_OVERHEAD,
     as_array,
     decode_entry_head,
     probe_entry,
@@ -70,6 +75,7 @@ TAIL_WINDOW_BYTES = 1 << 20  # reads of the walk from the last index entry to th
 VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
 LAST_ENTRY_HEAD = V2_LAST_OFFSET_DELTA_AT + 4  # offset field .. v2 lastOffsetDelta
 RACY_MTIME_NS = 1_000_000_000  # a directory changed this recently is listed again
+TAIL_HEAD_BYTES = 17  # offset, size, epoch/crc, magic: enough to tell an entry from damage
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
@@ -113,7 +119,10 @@ class SegmentTail:
 
 
 def scan_tail(
-    filesystem: pafs.FileSystem, seg: SegmentRef, known: SegmentTail | None = None
+    filesystem: pafs.FileSystem,
+    seg: SegmentRef,
+    known: SegmentTail | None = None,
+    options: ReadOptions | None = None,
 ) -> SegmentTail:
     """The tail of ``seg``: walked on from ``known`` (the same file, smaller or as large)
     when given, else from the last ``.index`` entry that points at a whole valid entry. A file
@@ -121,7 +130,11 @@ def scan_tail(
     or the zeros of a preallocated segment being written in place): 23 bytes there.
 
     Appends are sequential, so only the last framed entry can be incomplete (a preallocated
-    segment's zero bytes make a torn entry look whole): that one is checksummed."""
+    segment's zero bytes make a torn entry look whole): that one is checksummed. Where the
+    framing breaks before the end of the file, the batch reader's damage rules decide (with
+    ``options``' mode): an append in progress ends the data; damage raises (FAILFAST, naming
+    file, position and offset) or is passed over as the reader passes it (DROPMALFORMED), so
+    a damaged active segment never holds the partition's latest offset back."""
     if known is not None and known.size == seg.size and known.end_position >= seg.size:
         return known
     with kfs.RangeReader(filesystem, seg.path) as read:
@@ -136,22 +149,67 @@ def scan_tail(
             position, next_offset = _tail_start(filesystem, seg, read)
         before = next_offset  # the offset after the entries before the last framed one
         last: tuple[int, int] | None = None  # (position, next offset) of the last framed entry
-        for walked in walk_entries(read, position, seg.size, TAIL_WINDOW_BYTES, seg.size):
-            count = walked.positions.shape[0]  # 0: an entry larger than the window, widened
-            for i in range(max(0, count - 2), count):  # only the last two entries matter
-                at = int(walked.positions[i])
-                head = walked.window[at : at + LAST_ENTRY_HEAD].tobytes()
-                if len(head) < LAST_ENTRY_HEAD:
-                    head = bytes(read(walked.base + at, LAST_ENTRY_HEAD))
-                if last is not None:
-                    before = last[1]
-                last = (walked.base + at, _last_offset(head) + 1)
+        rereads = 0
+        while True:
+            framed_end = position  # where the framing of this walk stops
+            for walked in walk_entries(read, position, seg.size, TAIL_WINDOW_BYTES, seg.size):
+                count = walked.positions.shape[0]  # 0: an entry larger than the window, widened
+                for i in range(max(0, count - 2), count):  # only the last two entries matter
+                    at = int(walked.positions[i])
+                    head = walked.window[at : at + LAST_ENTRY_HEAD].tobytes()
+                    if len(head) < LAST_ENTRY_HEAD:
+                        head = bytes(read(walked.base + at, LAST_ENTRY_HEAD))
+                    if last is not None:
+                        before = last[1]
+                    last = (walked.base + at, _last_offset(head) + 1)
+                    framed_end = walked.base + at + LOG_OVERHEAD + _size_field(head)
+            after_last = last[1] - 1 if last is not None else next_offset - 1
+            resume = _past_framing(filesystem, seg, framed_end, after_last, options)
+            if resume is None or resume < framed_end:
+                break
+            rereads += resume == framed_end  # changed since read: walked again, a few times
+            if rereads > MAX_REREADS:
+                break
+            position = resume
         if last is None:
             return SegmentTail(seg.size, position, next_offset)
         entry = probe_entry(read, last[0], seg.size, check_limit=VERIFY_ENTRY_BYTES)
         if entry is None:  # being written (or damaged: the reader says so once it follows)
             return SegmentTail(seg.size, last[0], before)
         return SegmentTail(seg.size, last[0] + entry.length, last[1])
+
+
+def _past_framing(
+    filesystem: pafs.FileSystem,
+    seg: SegmentRef,
+    position: int,
+    last_offset: int,
+    options: ReadOptions | None,
+) -> int | None:
+    """Where a tail walk whose framing broke at ``position`` goes on (DROPMALFORMED past
+    damage), or None where the data ends there: the end of the file, zeros (a preallocated
+    segment), an entry being appended, or one written since the walk read it (walked at the
+    next trigger). Damage raises in FAILFAST mode, as the batch reader does."""
+    if position >= seg.size:
+        return None
+    options = options or ReadOptions()
+    shown = kfs.display_path(filesystem, seg.path)
+    source = SegmentSource(filesystem, seg.path, seg.size, shown)
+    try:
+        head = source.read(position, ENTRY_HEAD_BYTES)
+        if not head[:TAIL_HEAD_BYTES].any():
+            return None  # zeros: preallocated, or a head not yet written
+        entry = decode_entry_head(head, position)
+        if entry is not None and position + entry.length <= seg.size:
+            return None  # whole now: written since the walk read it
+        task = ScanTask(seg, None, None, start_position=position)
+        policy = DamagePolicy(task, options, source, shown, seg.size, lambda: last_offset)
+        if entry is not None or head.shape[0] < TAIL_HEAD_BYTES:
+            return policy.past_eof(position, quiet=True)
+        _, _, outcome, _ = K.hop_entries(head, 0, head.shape[0])
+        return policy.bad_framing(position, int(outcome), head[:TAIL_HEAD_BYTES].tobytes())
+    finally:
+        source.close()
 
 
 def _mtime_ns(path: str) -> int:
@@ -183,6 +241,10 @@ def _tail_start(
         return 0, seg.base_offset  # the index is not checksummed: walk the whole segment
     # the walk from here passes this entry again: its offsets come from the walk
     return position, seg.base_offset
+
+
+def _size_field(head: bytes) -> int:
+    return int.from_bytes(head[8:12], "big", signed=True)
 
 
 def _last_offset(head: bytes) -> int:
@@ -402,7 +464,7 @@ class StreamPlanner:
         if known is None and last.last_offset is not None and last.read_until is None:
             # a tiered segment is complete, and its manifest says where it ends
             known = SegmentTail(last.size, last.size, last.last_offset + 1)
-        tail = scan_tail(self.filesystem, last, known)
+        tail = scan_tail(self.filesystem, last, known, self.options)
         self._tails[key] = (last.path, tail)
         latest = tail.next_offset
         if self.options.read_committed:
@@ -553,20 +615,51 @@ class StreamPlanner:
                 )
                 continue
             if begin < earliest:
-                self._data_loss(
-                    f"{key[0]}-{key[1]}: offsets {begin} to {min(earliest, stop) - 1} are no "
-                    f"longer in the archive, whose first segment starts at offset {earliest} "
-                    "(removed by retention or compaction)",
-                    key,
-                    begin,
-                )
+                self._lost_below(key, begin, earliest, stop)
                 begin = earliest
             if stop <= begin:
                 continue
-            tasks.extend(self._range_tasks(part, begin, stop))
+            try:
+                tasks.extend(self._range_tasks(part, begin, stop))
+            except FileNotFoundError:
+                tasks.extend(self._relisted_tasks(key, begin, stop))
         if not tasks:
             return []
         return plan_partitions(tasks, self.options, self.options.min_partitions or min_partitions)
+
+    def _lost_below(self, key: TopicPartition, begin: int, earliest: int, stop: int) -> None:
+        self._data_loss(
+            f"{key[0]}-{key[1]}: offsets {begin} to {min(earliest, stop) - 1} are no longer in "
+            f"the archive, whose first segment starts at offset {earliest} (removed by "
+            "retention or compaction)",
+            key,
+            begin,
+        )
+
+    def _relisted_tasks(self, key: TopicPartition, begin: int, stop: int) -> list[ScanTask]:
+        """The tasks of ``key``'s [begin, stop) when a segment was removed (retention) since
+        the trigger listed it: listed again, and planned from what is there now."""
+        self._watched = None  # a full listing
+        part = self.list_partitions().get(key)
+        if part is None:
+            self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, begin)
+            return []
+        earliest = part.segments[0].base_offset
+        if begin < earliest:
+            self._lost_below(key, begin, earliest, stop)
+            begin = earliest
+        if stop <= begin:
+            return []
+        try:
+            return self._range_tasks(part, begin, stop)
+        except FileNotFoundError as err:
+            self._data_loss(
+                f"{key[0]}-{key[1]}: segments are being removed while the micro-batch is "
+                f"planned ({err})",
+                key,
+                begin,
+            )
+            return []
 
     def _range_tasks(self, part: PartitionLog, begin: int, stop: int) -> list[ScanTask]:
         aborted: tuple[tuple[int, int, int], ...] = ()

@@ -9,6 +9,7 @@ which raises or says where to go on.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds.errors import LimitExceededError
+from kafka_segments_ds.errors import DataLossError, LimitExceededError
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.reader.damage import DamagePolicy, be_int
 from kafka_segments_ds.reader.rows import TaskBounds
@@ -29,6 +30,8 @@ from kafka_segments_ds.scan_task import ScanTask
 # Local windows smaller than this are read in the foreground: a thread switch (the GIL) costs
 # more than reading them. Remote ones are always read ahead (a request's latency).
 READ_AHEAD_MIN_BYTES = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 def read_task(
@@ -103,11 +106,35 @@ def read_tasks(
             try:
                 reader = _TaskReader(task, options, columns, current.source, current.shown)
                 yield from reader.run(read_ahead)
+            except FileNotFoundError as err:
+                segment_gone(task, options, current.shown, err)
             finally:
                 current.source.close()
     finally:
         if ahead is not None:
             ahead.source.close()
+
+
+def segment_gone(task: ScanTask, options: ReadOptions, shown: str, err: OSError) -> None:
+    """The segment of ``task`` was removed after planning (retention or compaction deleted
+    it, a leader change truncated it away): data loss, as Spark's Kafka source has it. Raises
+    :class:`DataLossError` naming the partition, file and offsets (``failOnDataLoss``, the
+    default); else logs a warning and the task reads nothing more."""
+    seg = task.segment
+    first = seg.base_offset if task.start_offset is None else task.start_offset
+    ends = [n for n in (task.end_offset, task.next_base_offset) if n is not None]
+    stop = min(ends) if ends else None
+    offsets = f"offsets {first} to {stop - 1}" if stop is not None else f"offsets from {first}"
+    where = f"{task.topic}-{task.partition}: " if task.topic is not None else ""
+    what = (
+        f"{where}segment {shown} ({offsets}) was removed after the read was planned "
+        "(retention, compaction or truncation)"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"{what}. Some data may have been missed: set failOnDataLoss=false to skip what is gone"
+        ) from err
+    log.warning("%s; skipped, some data may have been missed (failOnDataLoss=false)", what)
 
 
 @dataclass(frozen=True, slots=True)
