@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -810,6 +811,38 @@ def test_tail_of_a_segment_with_entries_larger_than_a_read_window(tmp_path: Path
     t.finish(rest)
     seg = discover(str(logs), filesystem)[0].segments[-1]
     assert scan_tail(filesystem, seg, torn).next_offset == 6
+
+
+@pytest.mark.parametrize("mode", ["FAILFAST", "DROPMALFORMED"])
+def test_damage_in_the_active_segment(spark, tmp_path: Path, queries, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """A damaged batch in the middle of the segment being appended to: FAILFAST fails the
+    query naming the file, position and offset; DROPMALFORMED streams every intact record,
+    and what is appended after the damage at the next trigger."""
+    logs = tmp_path / "logs"
+    t = LiveLog(logs, "t", 0)
+    t.append(3)
+    position = t.active.stat().st_size
+    t.append(3)
+    t.append(3)
+    data = bytearray(t.active.read_bytes())
+    data[position + 8 : position + 12] = (5).to_bytes(4, "big")  # below the minimum size
+    t.active.write_bytes(bytes(data))
+    q = start(spark, queries, logs, startingOffsets="earliest", mode=mode)
+    if mode == "FAILFAST":
+        with pytest.raises(
+            Exception,
+            match="CorruptSegmentError.*"
+            + re.escape(
+                f"entry size 5 below the minimum 14 (file {t.active}, byte position {position}, "
+                "offset 3)"
+            ),
+        ):
+            q.query.awaitTermination(120)
+        return
+    intact = t.rows(0, 3) + t.rows(6, 9)
+    assert q.drain().rows() == intact
+    t.append(2)
+    assert q.drain().rows() == intact + t.rows(9, 11)
 
 
 def test_truncated_log_is_data_loss(tmp_path: Path) -> None:
