@@ -289,6 +289,8 @@ class StreamPlanner:
         self._tiered: bool | None = None if options.layout == "auto" else options.layout != "broker"
         self._keys: dict[str, bytes] | None = None
         self._manifests: ManifestCache = {}  # Aiven manifests parsed at earlier triggers
+        # a root's listing by _is_tiered, used by the _list_tiered right after it
+        self._discovered: dict[str, tuple[pafs.FileSystem, list[PartitionLog]]] = {}
         self._checked: set[str] = set()  # local files that passed the symbolic link check
         # the tail of each partition's last segment: (its .log path, tail)
         self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
@@ -358,16 +360,19 @@ class StreamPlanner:
         return partitions
 
     def _is_tiered(self, root: str) -> bool:
-        """Does ``root``, where no broker segment is, hold a tiered-storage bucket?"""
+        """Does ``root``, where no broker segment is, hold a tiered-storage bucket? (What it
+        lists is kept for the listing that follows, so a first trigger lists it once.)"""
         assert self._base is not None
-        _, found = discover_layout(
+        discovered = discover_layout(
             root.rstrip("/") or "/",
             self._base,
             "auto",
             self._private_keys(),
+            tiered_only=True,
             manifests=self._manifests,
         )
-        return bool(found)
+        self._discovered[root] = discovered
+        return bool(discovered[1])
 
     def _private_keys(self) -> dict[str, bytes]:
         if self._keys is None:
@@ -385,14 +390,17 @@ class StreamPlanner:
         for root in self._roots:
             if kfs.has_glob(root):
                 raise InvalidOptionError(f"a tiered-storage bucket takes no glob pattern: {root}")
-            view, listed = discover_layout(
-                root.rstrip("/") or "/",
-                self._base,
-                self.options.layout,
-                self._private_keys(),
-                tiered_only=True,
-                manifests=self._manifests,
-            )
+            discovered = self._discovered.pop(root, None)
+            if discovered is None:
+                discovered = discover_layout(
+                    root.rstrip("/") or "/",
+                    self._base,
+                    self.options.layout,
+                    self._private_keys(),
+                    tiered_only=True,
+                    manifests=self._manifests,
+                )
+            view, listed = discovered
             views.append(view)
             found.extend(listed)
         self._filesystem = combine_filesystems(self._base, views)

@@ -27,6 +27,7 @@ from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import segment_file_name
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader import read_tasks
+from kafka_segments_ds.reader import stream as stream_module
 from kafka_segments_ds.reader.stream import (
     StreamPlanner,
     offsets_from_json,
@@ -532,6 +533,14 @@ def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(
         return read_manifest(filesystem, stem, objects)
 
     monkeypatch.setattr(layouts, "_read_manifest", counting)
+    listings: list[str] = []
+    discover_layout = stream_module.discover_layout
+
+    def listing(path: str, *args: Any, **kwargs: Any) -> Any:
+        listings.append(path)
+        return discover_layout(path, *args, **kwargs)
+
+    monkeypatch.setattr(stream_module, "discover_layout", listing)
     tiered = TieredBucket(tmp_path)
     tiered.roll_and_upload(5)
     tiered.roll_and_upload(4)
@@ -548,8 +557,10 @@ def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(
 
     begin = planner.initial_offsets()
     assert begin == {("t", 0): 0}
+    assert listings == [str(tiered.bucket)]  # found to be a bucket by the one listing
     end = trigger(begin)
     assert end == {("t", 0): 9} and read == tiered.log.rows(0, 9)
+    assert len(listings) == 2  # then one a trigger
     assert sorted(manifests_read) == ["00000000000000000000", "00000000000000000005"]  # threads
     tiered.roll_and_upload(3, finished=False)
     assert trigger(end) == end  # no manifest yet: not there
