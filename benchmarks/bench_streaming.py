@@ -7,7 +7,9 @@ Cases (``--case``, several allowed):
               by default). Times the driver side of a stream in this process: the first
               trigger (``initialOffset`` + ``latestOffset``: listing, symbolic link checks,
               tails of the last segments), then triggers with no new data (target < 1 s), next
-              to ``plan_scan`` of the same log dir (a batch read's planning).
+              to ``plan_scan`` of the same log dir (a batch read's planning); the same through
+              a glob and for the segments uploaded as an Aiven tiered-storage bucket (both
+              listed whole every trigger, as on an object store).
 ``lz4``       the ~1 GB lz4 log of bench_spark.py (one segment, 100-byte values). Alternating
               runs of the same projection (``value``, ``offset``) into Spark's ``noop`` sink:
               a batch read, and Trigger.AvailableNow streams in each of ``--batches``
@@ -40,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_memory import build_segment
@@ -66,8 +70,14 @@ def planning_case(data: Path, partitions: int, segments: int, repeat: int) -> No
     count = partitions * segments
     print(f"planning: {count} segments in {partitions} partitions ({load()})")
     options = parse_stream_options({"startingOffsets": "earliest"})
-    # a glob lists every trigger, as on an object store (no directory mtimes to compare)
-    paths = {"local dir": str(root), "glob (listed every trigger)": f"{root}/events-*"}
+    bucket = build_tiered_bucket(root, data / f"planning-{partitions}x{segments}-aiven")
+    # a glob lists every trigger, as on an object store (no directory mtimes to compare); so
+    # does a tiered bucket (here Aiven's layout on local disk, manifests parsed once)
+    paths = {
+        "local dir": str(root),
+        "glob (listed every trigger)": f"{root}/events-*",
+        "Aiven bucket (listed every trigger)": str(bucket),
+    }
     firsts: dict[str, list[float]] = {name: [] for name in paths}
     idles: dict[str, list[float]] = {name: [] for name in paths}
     batches = []
@@ -99,6 +109,24 @@ def planning_case(data: Path, partitions: int, segments: int, repeat: int) -> No
             f"(target < 1 s: {'met' if worst < 1 else 'NOT met'}); / batch planning = "
             f"{idle / batch:.3f}x"
         )
+
+
+def build_tiered_bucket(root: Path, bucket: Path) -> Path:
+    """The partitions of ``root`` uploaded as Aiven's tiered storage plugin writes them
+    (``.log``, ``.indexes``, ``.rsm-manifest`` per segment) into a directory."""
+    from kafka_segments_ds.tiered.upload import upload_aiven
+
+    marker = bucket / ".complete"
+    if marker.exists():
+        return bucket
+    shutil.rmtree(bucket, ignore_errors=True)
+    bucket.mkdir(parents=True)
+    filesystem = pafs.LocalFileSystem()
+    for directory in sorted(root.glob("events-*")):
+        partition = int(directory.name.rpartition("-")[2])
+        upload_aiven(directory, filesystem, f"{bucket}/", "events", partition, seed=partition)
+    marker.write_text("ok")
+    return bucket
 
 
 def trivial_stream_source() -> type:

@@ -177,22 +177,28 @@ def merge_partitions(partitions: Iterable[PartitionLog]) -> list[PartitionLog]:
     return list(merged.values())
 
 
-def refuse_escapes(path: str, partitions: list[PartitionLog]) -> None:
+def refuse_escapes(
+    path: str, partitions: list[PartitionLog], checked: set[str] | None = None
+) -> None:
     """Refuse segment files that resolve (through symbolic links) outside the input: a
-    hostile archive must not make the reader expose files elsewhere on the machine."""
+    hostile archive must not make the reader expose files elsewhere on the machine.
+    ``checked`` holds files that passed before (a caller listing again and again: a realpath
+    per file is most of a listing's cost); those that pass now are added to it."""
     fixed = "/".join(itertools.takewhile(lambda part: not has_glob(part), path.split("/")))
     fixed = fixed or "/"
     root = os.path.realpath(fixed if os.path.isdir(fixed) else os.path.dirname(fixed))
     for partition in partitions:
         for seg in partition.segments:
             for file in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path):
-                if file is None:
+                if file is None or (checked is not None and file in checked):
                     continue
                 real = os.path.realpath(file)
                 if os.path.commonpath([root, real]) != root:
                     raise UnsafePathError(
                         f"{file} resolves to {real}, outside the input {root} (symbolic link)"
                     )
+                if checked is not None:
+                    checked.add(file)
 
 
 def list_path(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:

@@ -103,3 +103,49 @@ def test_names_outside_kafka_rules_are_not_partitions(logs: Path, name: str) -> 
     table = ksd.read_table(str(logs))
     assert table["value"].to_pylist() == [b"inside"]
     assert table["topic"].to_pylist() == ["t"]
+
+
+def test_stream_refuses_a_symlink_out_of_the_input_added_later(logs: Path) -> None:
+    """A stream checks each file once, when a trigger first lists it: a segment linked out of
+    the input after the stream started is refused at the trigger that finds it."""
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.reader.stream import StreamPlanner
+
+    planner = StreamPlanner([str(logs)], *parse_stream_options({"startingOffsets": "earliest"}))
+    start = planner.initial_offsets()
+    assert planner.next_offsets(start) == {("t", 0): 1}
+    outside = logs.parent / "outside"
+    os.symlink(outside / "00000000000000000005.log", logs / "t-0" / "00000000000000000005.log")
+    with pytest.raises(UnsafePathError, match="outside the input") as info:
+        planner.next_offsets(start)
+    assert str(outside / "00000000000000000005.log") in str(info.value)
+
+
+def test_stream_of_a_local_tiered_bucket_refuses_a_symlink_added_later(tmp_path: Path) -> None:
+    """The same for a tiered-storage bucket on local disk (Aiven's layout), listed whole at
+    every trigger."""
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.reader.stream import StreamPlanner
+    from kafka_segments_ds.tiered.upload import upload_aiven
+
+    source = tmp_path / "source" / "t-0"
+    source.mkdir(parents=True)
+    (source / SEGMENT).write_bytes(batch(0, b"inside"))
+    (source / "00000000000000000005.log").write_bytes(batch(5, b"secret"))
+    bucket = tmp_path / "bucket"
+    stems = upload_aiven(source, pafs.LocalFileSystem(), f"{bucket}/", "t", 0)
+    secret = Path(stems[1] + ".log")
+    outside = tmp_path / "outside.log"
+    secret.rename(outside)
+    hidden = [Path(stems[1] + suffix) for suffix in (".indexes", ".rsm-manifest")]
+    for path in hidden:
+        path.rename(tmp_path / path.name)
+    planner = StreamPlanner([str(bucket)], *parse_stream_options({"startingOffsets": "earliest"}))
+    start = planner.initial_offsets()
+    # the manifest's end offset: the last before the next segment's base (as Kafka's)
+    assert planner.next_offsets(start) == {("t", 0): 5}
+    for path in hidden:
+        (tmp_path / path.name).rename(path)
+    os.symlink(outside, secret)  # the second segment's .log, linked out of the bucket
+    with pytest.raises(UnsafePathError, match="outside the input"):
+        planner.next_offsets(start)

@@ -219,10 +219,6 @@ def _mtime_ns(path: str) -> int:
         return -1
 
 
-def _files(seg: SegmentRef) -> tuple[str, ...]:
-    return tuple(f for f in (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path) if f)
-
-
 def _tail_start(
     filesystem: pafs.FileSystem, seg: SegmentRef, read: kfs.RangeReader
 ) -> tuple[int, int]:
@@ -348,7 +344,8 @@ class StreamPlanner:
                 self._tiered = True
                 return self._list_tiered()
             if isinstance(filesystem, pafs.LocalFileSystem):
-                self._check_new_files(root, listed)
+                # the listing's symbolic link check, for files not checked at earlier triggers
+                refuse_escapes(root.rstrip("/") or "/", listed, self._checked)
             found.extend(listed)
         partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
         if partitions:
@@ -370,6 +367,7 @@ class StreamPlanner:
             self._private_keys(),
             tiered_only=True,
             manifests=self._manifests,
+            checked=self._checked,
         )
         self._discovered[root] = discovered
         return bool(discovered[1])
@@ -399,6 +397,7 @@ class StreamPlanner:
                     self._private_keys(),
                     tiered_only=True,
                     manifests=self._manifests,
+                    checked=self._checked,
                 )
             view, listed = discovered
             views.append(view)
@@ -443,21 +442,6 @@ class StreamPlanner:
             return out
         except FileNotFoundError:
             return None
-
-    def _check_new_files(self, root: str, partitions: list[PartitionLog]) -> None:
-        """The listing's symbolic link check (``layout``), for files not checked before: a
-        realpath per file is most of a listing's cost."""
-        fresh = []
-        for part in partitions:
-            segments = tuple(s for s in part.segments if not self._checked.issuperset(_files(s)))
-            if segments:
-                fresh.append(replace(part, segments=segments))
-        if not fresh:
-            return
-        refuse_escapes(root.rstrip("/") or "/", fresh)
-        for part in fresh:
-            for seg in part.segments:
-                self._checked.update(_files(seg))
 
     # -- offsets -----------------------------------------------------------------------------
 

@@ -100,6 +100,7 @@ def discover_layout(
     *,
     tiered_only: bool = False,
     manifests: ManifestCache | None = None,
+    checked: set[str] | None = None,
 ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
     """Partitions under ``path`` in any supported layout, and the filesystem to read them with
     (a :class:`TieredHandler` view for Aiven buckets, else ``filesystem``).
@@ -109,7 +110,8 @@ def discover_layout(
     more than one of them is an error asking for ``layout``. ``tiered_only`` skips the broker
     listing (a caller that knows ``path`` is a bucket). ``manifests`` keeps parsed Aiven
     manifests between calls (a stream listing the same bucket every trigger): an object
-    written once, read again only if the listing shows other sizes.
+    written once, read again only if the listing shows other sizes; ``checked`` the local
+    files that passed the symbolic link check (:func:`~kafka_segments_ds.layout.refuse_escapes`).
     """
     if layout not in LAYOUTS:
         raise InvalidOptionError(
@@ -141,7 +143,9 @@ def discover_layout(
     listing = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
     if stem is not None:  # one segment: its own objects only
         listing = [i for i in listing if i.path.startswith(stem + ".")]
-    return _discover_tiered(root, filesystem, listing, layout, dict(private_keys or {}), manifests)
+    return _discover_tiered(
+        root, filesystem, listing, layout, dict(private_keys or {}), manifests, checked
+    )
 
 
 def _tiered_stem(path: str) -> str | None:
@@ -169,6 +173,7 @@ def _discover_tiered(
     layout: str,
     private_keys: dict[str, bytes],
     manifests: ManifestCache | None = None,
+    checked: set[str] | None = None,
 ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
     by_dir: dict[str, list[pafs.FileInfo]] = {}
     for info in listing:
@@ -203,18 +208,25 @@ def _discover_tiered(
     partitions = [p for p in partitions if p.segments]
     partitions.sort(key=lambda p: (p.topic or "", p.partition or 0, p.directory))
     if isinstance(filesystem, pafs.LocalFileSystem):
-        refuse_escapes(root, [_real_files_only(p, kind) for p in partitions])
+        refuse_escapes(root, [_files_to_check(p, kind, checked) for p in partitions], checked)
     return result_fs, partitions
 
 
-def _real_files_only(part: PartitionLog, kind: str) -> PartitionLog:
-    """Aiven index paths name slices of ``.indexes``, not files: check the objects instead."""
-    if kind != "aiven":
-        return part
-    segments = tuple(
-        replace(s, index_path=None, timeindex_path=None, txnindex_path=None) for s in part.segments
-    )
-    return replace(part, segments=segments)
+def _files_to_check(part: PartitionLog, kind: str, checked: set[str] | None) -> PartitionLog:
+    """``part`` with the segments whose files are not in ``checked`` (those passed before).
+    Aiven index paths name slices of ``.indexes``, not files: the objects are checked."""
+    segments = []
+    for seg in part.segments:
+        if kind == "aiven":
+            if checked is None or seg.path not in checked:
+                segments.append(
+                    replace(seg, index_path=None, timeindex_path=None, txnindex_path=None)
+                )
+            continue
+        files = (seg.path, seg.index_path, seg.timeindex_path, seg.txnindex_path)
+        if checked is None or any(f is not None and f not in checked for f in files):
+            segments.append(seg)
+    return replace(part, segments=tuple(segments))
 
 
 def _classify(directory: str, files: list[pafs.FileInfo], layout: str) -> str | None:
