@@ -369,8 +369,10 @@ class StreamPlanner:
             manifests=self._manifests,
             checked=self._checked,
         )
+        if not discovered[1]:
+            return False
         self._discovered[root] = discovered
-        return bool(discovered[1])
+        return True
 
     def _private_keys(self) -> dict[str, bytes]:
         if self._keys is None:
