@@ -12,6 +12,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from kafka_segments_ds.layout import segment_file_name
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import plan_scan
+from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 
 
@@ -59,16 +61,17 @@ def main(argv: list[str]) -> int:
     cases = {
         "default options": {},
         "offset range": {
-            "startingOffsets": "{"
-            + ",".join(f'"events":{{"{p}":{middle}}}' for p in range(1))
-            + "}",
+            # every partition named, as Spark's Kafka source requires
+            "startingOffsets": json.dumps(
+                {"events": {str(p): middle for p in range(args.partitions)}}
+            ),
         },
         "startingTimestamp": {"startingTimestamp": 1_700_000_000_000 + middle},
     }
     print(f"{count:,} segments in {args.partitions} partitions")
     for name, options in cases.items():
         started = time.perf_counter()
-        plan = plan_scan(str(root), parse_read_options(options))
+        plan = plan_scan(str(root), parse_read_options(options), read_records=read_task)
         elapsed = time.perf_counter() - started
         print(f"  {name:<20} {elapsed:6.2f} s  ({len(plan.tasks):,} tasks)  (target < 5 s)")
     return 0

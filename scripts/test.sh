@@ -14,7 +14,7 @@ done
 status=0
 .venv/bin/python -m pytest -p no:cacheprovider "$@" || status=$?
 if [ "$matrix" = 1 ]; then
-    KAFKA_SEGMENTS_DS_PURE_PYTHON=1 .venv/bin/python -m pytest -p no:cacheprovider -m "not spark" "$@" \
+    KAFKA_SEGMENTS_DS_PURE_PYTHON=1 .venv/bin/python -m pytest -p no:cacheprovider -m "not spark and not bench" "$@" \
         || status=$?
     bash scripts/spark_matrix.sh "$@" || status=$?
 fi

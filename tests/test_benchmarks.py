@@ -1,0 +1,123 @@
+"""Every script in benchmarks/ runs end to end on tiny data, so none rots unnoticed.
+
+These are smoke runs, not measurements: each script is started as a user starts it (its own
+process, its command line) with sizes that take seconds, and must exit 0 having printed the
+figure lines it exists for. No timing is asserted. Marked ``bench`` (and ``spark`` where the
+script starts a SparkSession); scripts/test.sh runs them once, on the compiled kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+
+pytestmark = [pytest.mark.bench, pytest.mark.slow]
+
+# script, arguments (``{data}`` is a fresh directory), lines the output must contain
+CASES: dict[str, tuple[str, list[str], list[str]]] = {
+    "crc": (
+        "bench_crc.py",
+        ["--kib", "16", "--mib", "1", "--repeat", "1"],
+        ["ratio kernel/crc32c"],
+    ),
+    "decode": (
+        "bench_decode.py",
+        ["--records", "2000", "--repeat", "1", "--data", "{data}"],
+        ["aiokafka (C)", "cramjam only", "zstd:"],
+    ),
+    "cli": (
+        "bench_cli.py",
+        ["--mb", "1", "--repeat", "1", "--data", "{data}"],
+        ["dump throughput vs kafka-python dumper", "stats time / read_table time"],
+    ),
+    "cli_range": (
+        "bench_cli_range.py",
+        ["--mb", "1", "--repeat", "1", "--data", "{data}"],
+        ["range [0, 5):", "pruned (a)", "decode+filter (b)"],
+    ),
+    "memory": (
+        "bench_memory.py",
+        ["--gigabytes", "0.005", "--data", "{data}"],
+        ["peak RSS"],
+    ),
+    "tiered": (
+        "bench_tiered.py",
+        ["--records", "1000", "--chunk-mb", "1", "--rounds", "1", "--data", "{data}"],
+        ["aiven uncompressed / plain log dir", '"rows": 3996'],
+    ),
+    "write_builder": (
+        "bench_write.py",
+        ["builder", "--records", "2000", "--runs", "1"],
+        ["builder none: ours", "builder lz4: ours"],
+    ),
+    "planning": (
+        "bench_planning.py",
+        ["--partitions", "2", "--segments", "5", "--data", "{data}"],
+        ["10 segments in 2 partitions", "startingTimestamp"],
+    ),
+    # installs the package into a fresh venv (a wheel build: about a minute)
+    "coldstart": (
+        "bench_coldstart.py",
+        ["--no-spark", "--repeat", "1"],
+        ["dump --limit 3   first"],
+    ),
+}
+
+SPARK_CASES: dict[str, tuple[str, list[str], list[str]]] = {
+    "spark": (
+        "bench_spark.py",
+        ["--case", "small", "lz4", "--segments", "4", "--gigabytes", "0.002", "--repeat", "1"]
+        + ["--data", "{data}"],
+        ["full scan: kafkasegments", "native parquet"],
+    ),
+    "streaming": (
+        "bench_streaming.py",
+        ["--case", "planning", "lz4", "--partitions", "2", "--segments", "3"]
+        + ["--gigabytes", "0.002", "--batches", "2", "--repeat", "1", "--data", "{data}"],
+        ["trigger with no new data", "stream, 2 micro-batches"],
+    ),
+    "write_spark": (
+        "bench_write.py",
+        ["spark", "--gb", "0.002", "--runs", "1", "--partitions", "2", "--dir", "{data}"],
+        ["spark write", "speed ratio"],
+    ),
+}
+
+
+def run_benchmark(case: tuple[str, list[str], list[str]], tmp_path: Path) -> None:
+    script, arguments, expected = case
+    data = tmp_path / "data"
+    data.mkdir()
+    command = [sys.executable, str(BENCHMARKS / script)]
+    command += [a.replace("{data}", str(data)) for a in arguments]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{script} exited {result.returncode}:\n{output[-4000:]}"
+    missing = [line for line in expected if line not in result.stdout]
+    assert not missing, f"{script} did not print {missing}:\n{result.stdout[-4000:]}"
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    scripts = {case[0] for case in (*CASES.values(), *SPARK_CASES.values())}
+    assert {p.name for p in BENCHMARKS.glob("bench_*.py")} == scripts
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_benchmark_runs(name: str, tmp_path: Path) -> None:
+    run_benchmark(CASES[name], tmp_path)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", sorted(SPARK_CASES))
+def test_spark_benchmark_runs(name: str, tmp_path: Path) -> None:
+    run_benchmark(SPARK_CASES[name], tmp_path)
