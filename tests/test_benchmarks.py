@@ -73,14 +73,15 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
 SPARK_CASES: dict[str, tuple[str, list[str], list[str]]] = {
     "spark": (
         "bench_spark.py",
-        ["--case", "small", "lz4", "--segments", "4", "--gigabytes", "0.002", "--repeat", "1"]
-        + ["--data", "{data}"],
+        "--case small lz4 --segments 4 --gigabytes 0.002 --repeat 1 --data {data}".split(),
         ["full scan: kafkasegments", "native parquet"],
     ),
     "streaming": (
         "bench_streaming.py",
-        ["--case", "planning", "lz4", "--partitions", "2", "--segments", "3"]
-        + ["--gigabytes", "0.002", "--batches", "2", "--repeat", "1", "--data", "{data}"],
+        (
+            "--case planning lz4 --partitions 2 --segments 3 --gigabytes 0.002 --batches 2"
+            " --repeat 1 --data {data}"
+        ).split(),
         ["trigger with no new data", "stream, 2 micro-batches"],
     ),
     "write_spark": (
