@@ -73,15 +73,40 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
 SPARK_CASES: dict[str, tuple[str, list[str], list[str]]] = {
     "spark": (
         "bench_spark.py",
-        "--case small lz4 --segments 4 --gigabytes 0.002 --repeat 1 --data {data}".split(),
+        [
+            "--case",
+            "small",
+            "lz4",
+            "--segments",
+            "4",
+            "--gigabytes",
+            "0.002",
+            "--repeat",
+            "1",
+            "--data",
+            "{data}",
+        ],
         ["full scan: kafkasegments", "native parquet"],
     ),
     "streaming": (
         "bench_streaming.py",
-        (
-            "--case planning lz4 --partitions 2 --segments 3 --gigabytes 0.002 --batches 2"
-            " --repeat 1 --data {data}"
-        ).split(),
+        [
+            "--case",
+            "planning",
+            "lz4",
+            "--partitions",
+            "2",
+            "--segments",
+            "3",
+            "--gigabytes",
+            "0.002",
+            "--batches",
+            "2",
+            "--repeat",
+            "1",
+            "--data",
+            "{data}",
+        ],
         ["trigger with no new data", "stream, 2 micro-batches"],
     ),
     "write_spark": (
