@@ -29,7 +29,6 @@ from kafka_segments_ds.options import (
     READ_OPTIONS,
     STREAM_OPTIONS,
 )
-from kafka_segments_ds.samples import write_sample_log_dir
 from kafka_segments_ds.writer.options import PRODUCER_SETTINGS, WRITE_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,10 +118,10 @@ def _skip_reason(block: str) -> str | None:
 def test_examples_run_and_print_what_the_page_says(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Blocks of a page run in order in one namespace, from a directory holding demo-data (the
-    sample ``scripts/demo.sh`` writes). ``print(...)   # text`` must print exactly ``text``."""
+    """Blocks of a page run in order in one namespace, in an empty directory: the page's first
+    block writes demo-data (the sample ``scripts/demo.sh`` writes) with ``write_sample_log_dir``.
+    ``print(...)   # text`` must print exactly ``text``."""
     monkeypatch.chdir(tmp_path)
-    write_sample_log_dir("demo-data", records_per_partition=5000)
     namespace: dict[str, object] = {"__name__": "__docs__"}
     ran = checked = 0
     for number, block in enumerate(_python_blocks(page)):
