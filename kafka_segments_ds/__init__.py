@@ -21,6 +21,7 @@ from kafka_segments_ds.errors import (
     KafkaSegmentsError,
     LimitExceededError,
     MissingCodecError,
+    NoKafkaDataError,
     OutputExistsError,
     StorageError,
     UnsafePathError,
@@ -43,6 +44,7 @@ __all__ = [
     "KafkaSegmentsError",
     "LimitExceededError",
     "MissingCodecError",
+    "NoKafkaDataError",
     "OutputExistsError",
     "StorageError",
     "UnsafePathError",
@@ -153,6 +155,11 @@ def read_table(
         Malformed data with ``mode=FAILFAST``; the message names file, byte position and offset.
     DataLossError
         Requested offsets are gone from the archive and ``failOnDataLoss`` is true.
+    NoKafkaDataError
+        A path holds no Kafka log segment, or ``subscribe`` / ``subscribePattern`` / ``assign``
+        names what is not there (``allowEmpty=true``: 0 rows instead).
+    StorageError
+        The storage cannot be reached or read (names the URI and the endpoint).
     """
     import pyarrow as pa
 

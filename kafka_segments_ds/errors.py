@@ -136,6 +136,13 @@ class StorageError(KafkaSegmentsError, OSError):
         return (type(self), (self.reason, self.path, self.position))
 
 
+class NoKafkaDataError(KafkaSegmentsError):
+    """A read found no Kafka data to read: a path without a log segment (an empty directory, a
+    directory of other files, the parent of a log dir, a bucket of another layout) or a
+    selection (``subscribe``, ``subscribePattern``, ``assign``) naming what is not there. The
+    option ``allowEmpty=true`` turns it into an empty result."""
+
+
 class UnsafePathError(KafkaSegmentsError):
     """A path under the input is refused: a symbolic link leading outside it, a name that is
     not valid UTF-8, or a segment name whose offset does not fit a signed 64-bit integer."""

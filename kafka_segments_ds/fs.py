@@ -24,6 +24,9 @@ ignored so the whole reader option map can be passed in):
 
 When none of these is given, ``s3://`` URIs go through ``FileSystem.from_uri`` (which reads
 credentials from the environment and may contact AWS to find the bucket's region).
+
+Options whose name says they hold a credential (:data:`SECRET_OPTION`, as Spark's
+``spark.redaction.regex``) are never shown: reprs and messages print :data:`REDACTED`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import fnmatch
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -40,6 +43,15 @@ import pyarrow.fs as pafs
 from kafka_segments_ds.errors import InvalidOptionError, StorageError
 
 GLOB_CHARS = frozenset("*?[")
+# Option names that hold a credential: shown as REDACTED (Spark's spark.redaction.regex plus
+# Azure's SAS tokens, account keys and credentials). ``privateKeys`` maps key ids to PEM file
+# paths, which are not secret.
+SECRET_OPTION = re.compile(
+    r"secret|password|passwd|token|access[._-]?key|account[._-]?key|credential|signature"
+    r"|(?:^|[._-])sas(?:$|[._-])",
+    re.IGNORECASE,
+)
+REDACTED = "*********(redacted)"
 
 # Option key (lower case) -> S3FileSystem keyword argument.
 _S3_OPTIONS = {
@@ -66,6 +78,26 @@ _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DO
 # A trailing '?key=value&...' without '/' is a URI query (e.g. s3://b/k?region=eu-west-1);
 # any other '?' is a glob character.
 _QUERY = re.compile(r"\?(?P<query>[A-Za-z_][\w.-]*=[^/?]*(?:&[A-Za-z_][\w.-]*=[^/?]*)*)$")
+
+
+def is_secret_option(key: str) -> bool:
+    """True when option ``key`` holds a credential and must not be shown."""
+    return SECRET_OPTION.search(key) is not None
+
+
+def redact(options: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``(key, value)`` pairs with the value of every secret-bearing key replaced by
+    :data:`REDACTED`."""
+    return tuple((k, REDACTED if is_secret_option(k) else v) for k, v in options)
+
+
+def scrub(text: str, options: Mapping[str, str] | None) -> str:
+    """``text`` with the values of the secret-bearing ``options`` replaced by :data:`REDACTED`
+    (a message built by another library may quote them)."""
+    for key, value in (options or {}).items():
+        if is_secret_option(key) and value and len(str(value)) >= 4:
+            text = text.replace(str(value), REDACTED)
+    return text
 
 
 def has_glob(path: str) -> bool:
@@ -121,6 +153,52 @@ def resolve(path: str, options: Mapping[str, str] | None = None) -> tuple[pafs.F
 
     filesystem, resolved = pafs.FileSystem.from_uri(f"{scheme}://{prefix}{query}")
     return filesystem, _join(resolved, glob_parts)
+
+
+def resolve_paths(
+    paths: Sequence[str], options: Mapping[str, str] | None = None
+) -> tuple[pafs.FileSystem, dict[str, str]]:
+    """Resolve every path of a list (relative, ``~``, globs, URIs) with :func:`resolve`: the
+    filesystem they share, and each location in it (``demo`` and ``./demo/`` are one) mapped
+    to the path that first named it. Paths on different stores cannot be read as one input."""
+    if not paths:
+        raise InvalidOptionError("no path given")
+    filesystem: pafs.FileSystem | None = None
+    roots: dict[str, str] = {}
+    for path in paths:
+        fsys, root = resolve(path, options)
+        if filesystem is None:
+            filesystem = fsys
+        elif not filesystem.equals(fsys):
+            raise InvalidOptionError(
+                f"{path} is on another storage than {paths[0]} "
+                f"({fsys.type_name} vs {filesystem.type_name}, or other settings): read each "
+                "storage separately"
+            )
+        roots.setdefault(root.rstrip("/") or "/", path)
+    assert filesystem is not None
+    return filesystem, roots
+
+
+def unreachable(
+    err: OSError, filesystem: pafs.FileSystem, path: str, options: Mapping[str, str] | None
+) -> StorageError:
+    """An OS error from listing ``path`` (a store that cannot be reached, a refused request) as
+    :class:`StorageError` naming the URI and the endpoint, never a credential."""
+    if isinstance(err, StorageError):
+        return err
+    reason = scrub(str(err) or type(err).__name__, options)
+    endpoint = _endpoint(filesystem, options)
+    where = f" at endpoint {endpoint}" if endpoint else ""
+    return StorageError(f"cannot read the storage{where}: {reason}", display_path(filesystem, path))
+
+
+def _endpoint(filesystem: pafs.FileSystem, options: Mapping[str, str] | None) -> str | None:
+    for key, value in (options or {}).items():
+        if _S3_OPTIONS.get(key.lower()) == "endpoint_override" and value:
+            return str(value)
+    region = getattr(filesystem, "region", None)
+    return f"AWS region {region}" if isinstance(region, str) and region else None
 
 
 def _join(prefix: str, parts: list[str]) -> str:

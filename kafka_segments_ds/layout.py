@@ -29,7 +29,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -159,21 +159,26 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     return result
 
 
-def merge_partitions(partitions: Iterable[PartitionLog]) -> list[PartitionLog]:
+def merge_partitions(
+    partitions: Iterable[PartitionLog], location: Callable[[str], str] | None = None
+) -> list[PartitionLog]:
     """One PartitionLog per directory, each segment once: the union of what overlapping inputs
     (a log dir and one of its partition dirs, a dir and one of its ``.log`` files, globs that
-    match the same files) found, in first-seen order."""
+    match the same files) found, in first-seen order. ``location`` maps a path to where it
+    really is (on local disk: through symbolic links), so that one file reached by two paths
+    is read once; by default a path is its location."""
+    where = location or (lambda path: path)
     merged: dict[str, PartitionLog] = {}
     for partition in partitions:
-        seen = merged.get(partition.directory)
+        key = where(partition.directory)
+        seen = merged.get(key)
         if seen is None:
-            merged[partition.directory] = partition
+            merged[key] = partition
             continue
-        by_path = {seg.path: seg for seg in (*seen.segments, *partition.segments)}
-        ordered = sorted(by_path.values(), key=lambda s: (s.base_offset, s.path))
-        merged[partition.directory] = PartitionLog(
-            seen.topic, seen.partition, seen.directory, tuple(ordered)
-        )
+        by_place = {where(seg.path): seg for seg in partition.segments}
+        by_place.update((where(seg.path), seg) for seg in seen.segments)  # first seen wins
+        ordered = sorted(by_place.values(), key=lambda s: (s.base_offset, s.path))
+        merged[key] = PartitionLog(seen.topic, seen.partition, seen.directory, tuple(ordered))
     return list(merged.values())
 
 

@@ -9,10 +9,11 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.fs import redact
 from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from kafka_segments_ds.tiered.layouts import LAYOUTS
 
@@ -53,6 +54,7 @@ READ_OPTIONS = {
         "openCostInBytes",
         "layout",
         "privateKeys",
+        "allowEmpty",
     )
 }
 # passed through to storage / Spark and not ours to validate
@@ -113,6 +115,11 @@ class ReadOptions:
     # of the RSA private key that unwraps encrypted segments' data keys
     layout: str = "auto"
     private_keys: tuple[tuple[str, str], ...] = ()
+    # no Kafka data under a path, or a selection matching nothing, reads as 0 rows, not an error
+    allow_empty: bool = False
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)
 
     @property
     def deep(self) -> bool:
@@ -124,6 +131,18 @@ class ReadOptions:
 
     def storage_options(self) -> dict[str, str]:
         return dict(self.storage)
+
+
+def redacted_repr(options: Any) -> str:
+    """A dataclass's repr with the values of secret-bearing storage options redacted
+    (``fs.s3.secretKey``, ``fs.s3.accessKey``, tokens, passwords: ``fs.SECRET_OPTION``)."""
+    shown = []
+    for field in fields(options):
+        value = getattr(options, field.name)
+        if field.name == "storage":
+            value = redact(value)
+        shown.append(f"{field.name}={value!r}")
+    return f"{type(options).__name__}({', '.join(shown)})"
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -297,6 +316,7 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         ("includemetadata", "include_metadata"),
         ("verifychecksums", "verify_checksums"),
         ("failondataloss", "fail_on_data_loss"),
+        ("allowempty", "allow_empty"),
     ):
         if (v := get(key)) is not None:
             fields[attr] = _bool(READ_OPTIONS[key], v)

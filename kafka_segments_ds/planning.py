@@ -11,7 +11,6 @@ the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.rea
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -27,8 +26,7 @@ from kafka_segments_ds.errors import (
     DataLossError,
     InvalidOptionError,
 )
-from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import PartitionLog, SegmentRef, merge_partitions
+from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
@@ -41,7 +39,12 @@ from kafka_segments_ds.records.v2 import (
     iter_records,
 )
 from kafka_segments_ds.scan_task import ScanTask
-from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
+from kafka_segments_ds.selection import (
+    check_all_named,
+    check_selection,
+    discover_paths,
+    select_partitions,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,29 +96,9 @@ def plan_scan(
     paths = (
         [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
     )
-    partitions: list[PartitionLog] = []
-    keys = load_private_keys(dict(options.private_keys)) if options.private_keys else {}
-    views: list[pafs.FileSystem] = []
-    for p in paths:
-        fsys, root = (
-            kfs.resolve(p, options.storage_options()) if filesystem is None else (filesystem, p)
-        )
-        if not kfs.has_glob(root):
-            check_readable(fsys, root)  # never a half-published write
-        view, discovered = discover_layout(root, fsys, options.layout, keys)
-        partitions.extend(discovered)
-        views.append(view)
-        filesystem = fsys if filesystem is None else filesystem
-    if filesystem is not None:
-        # a tiered bucket is read through a view that serves its segments as plain ones
-        filesystem = combine_filesystems(filesystem, views)
-    partitions = select_partitions(merge_partitions(partitions), options)
-    if pruning.topics is not None:
-        partitions = [p for p in partitions if p.topic in pruning.topics]
-    if pruning.partitions is not None:
-        partitions = [p for p in partitions if p.partition in pruning.partitions]
-    assert filesystem is not None or not partitions
-    tasks: list[ScanTask] = []
+    filesystem, found = discover_paths(paths, options, filesystem)
+    partitions = select_partitions(found, options)
+    check_selection(found, partitions, options)
     starts = _offset_map(options.starting_offsets, partitions, "startingOffsets")
     ends = _offset_map(options.ending_offsets, partitions, "endingOffsets")
     starts_ts = _offset_map(
@@ -124,6 +107,11 @@ def plan_scan(
     ends_ts = _offset_map(
         options.ending_offsets_by_timestamp, partitions, "endingOffsetsByTimestamp"
     )
+    if pruning.topics is not None:
+        partitions = [p for p in partitions if p.topic in pruning.topics]
+    if pruning.partitions is not None:
+        partitions = [p for p in partitions if p.partition in pruning.partitions]
+    tasks: list[ScanTask] = []
     for part in partitions:
         if not part.segments:
             continue
@@ -196,21 +184,6 @@ def _name(part: PartitionLog) -> str:
     return f"{part.topic}-{part.partition}"
 
 
-def select_partitions(partitions: list[PartitionLog], options: ReadOptions) -> list[PartitionLog]:
-    """The partitions ``subscribe`` / ``subscribePattern`` / ``assign`` select, in (topic,
-    partition) order."""
-    if options.subscribe is not None:
-        wanted = set(options.subscribe)
-        partitions = [p for p in partitions if p.topic in wanted]
-    elif options.subscribe_pattern is not None:
-        pattern = re.compile(options.subscribe_pattern)
-        partitions = [p for p in partitions if p.topic is not None and pattern.fullmatch(p.topic)]
-    elif options.assign is not None:
-        wanted_parts = set(options.assign)
-        partitions = [p for p in partitions if (p.topic, p.partition) in wanted_parts]
-    return sorted(partitions, key=lambda p: (p.topic or "", p.partition or 0, p.directory))
-
-
 def _offset_map(
     triples: tuple[tuple[str, int, int], ...] | None,
     partitions: list[PartitionLog],
@@ -218,13 +191,7 @@ def _offset_map(
 ) -> dict[tuple[str | None, int | None], int]:
     if triples is None:
         return {}
-    present = {(p.topic, p.partition) for p in partitions}
-    missing = [f"{t}-{p}" for t, p, _ in triples if (t, p) not in present]
-    if missing:
-        raise InvalidOptionError(
-            f"option {option} names partitions that are not in the (selected) archive: "
-            f"{', '.join(missing)}"
-        )
+    check_all_named(option, ((t, p) for t, p, _ in triples), partitions)
     return {(t, p): n for t, p, n in triples}
 
 

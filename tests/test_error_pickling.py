@@ -15,6 +15,7 @@ from kafka_segments_ds.errors import (
     KafkaSegmentsError,
     LimitExceededError,
     MissingCodecError,
+    NoKafkaDataError,
     StorageError,
 )
 from kafka_segments_ds.tiered.aiven import ManifestError
@@ -33,6 +34,7 @@ from kafka_segments_ds.tiered.chunks import MissingCryptographyError, MissingKey
         MissingKeyError("no key for key pair 'kp'"),
         InvalidOptionError("opt"),
         StorageError("gone", "s3://b/0.log", 10),
+        NoKafkaDataError("/a: no Kafka log segments"),
         ManifestError("manifest"),
     ],
     ids=lambda e: type(e).__name__,

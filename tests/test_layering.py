@@ -26,7 +26,7 @@ NAME = "kafka_segments_ds"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records"),
     ("index", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
-    ("options", "schema", "scan_task", "ranges"),
+    ("options", "schema", "scan_task", "ranges", "selection"),
     ("planning",),
     ("reader", "writer"),
     ("datasource", "cli", "samples", "__init__", "__main__"),

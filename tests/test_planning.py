@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_segments_ds import InvalidOptionError, read_table
+from kafka_segments_ds import InvalidOptionError, NoKafkaDataError, read_table
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import Plan, plan_scan
@@ -132,7 +132,10 @@ def test_full_plan_has_one_task_per_segment(sample_dir: Path) -> None:
 
 def test_plan_and_tasks_pickle(sample_dir: Path) -> None:
     result = plan(
-        sample_dir, startingOffsets=spec("orders", 0, 300), isolationLevel="read_committed"
+        sample_dir,
+        assign='{"orders":[0]}',
+        startingOffsets=spec("orders", 0, 300),
+        isolationLevel="read_committed",
     )
     again = pickle.loads(pickle.dumps(result))
     assert again.tasks == result.tasks
@@ -147,8 +150,10 @@ def test_selection_prunes_partitions(sample_dir: Path) -> None:
     assert {(t.topic, t.partition) for t in result.tasks} == {("metrics-v1", 0)}
 
 
-def test_empty_dir_plans_nothing(tmp_path: Path) -> None:
-    result = plan(tmp_path)
+def test_empty_dir_plans_nothing_with_allow_empty(tmp_path: Path) -> None:
+    with pytest.raises(NoKafkaDataError, match=f"^{tmp_path}: no Kafka log segments"):
+        plan(tmp_path)
+    result = plan(tmp_path, allowEmpty="true")
     assert result.tasks == ()
     assert result.partitions == ()
 

@@ -17,6 +17,7 @@ import pytest
 from kafka_segments_ds import (
     DataLossError,
     InvalidOptionError,
+    NoKafkaDataError,
     iter_batches,
     read_table,
 )
@@ -191,8 +192,9 @@ def test_projection_ignores_include_options_for_the_column_list(sample_dir: Path
         {"iteration": "shallow", "includeMetadata": "true"},
         {"isolationLevel": "read_committed"},
         {
-            "startingOffsets": '{"orders":{"0":100,"1":333}}',
-            "endingOffsets": '{"orders":{"0":401},"legacy.events":{"0":150}}',
+            "subscribe": "orders,legacy.events",
+            "startingOffsets": '{"orders":{"0":100,"1":333},"legacy.events":{"0":-2}}',
+            "endingOffsets": '{"orders":{"0":401,"1":-1},"legacy.events":{"0":150}}',
         },
         {"readChunkBytes": 4096, "includeHeaders": "true"},
     ],
@@ -391,7 +393,7 @@ def test_missing_path(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_table(str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError):
-        read_table([str(tmp_path), str(tmp_path / "nope")])
+        read_table([str(tmp_path), str(tmp_path / "nope")], allowEmpty=True)
     with pytest.raises(FileNotFoundError):
         read_table(str(tmp_path / "nope-*"))
 
@@ -403,16 +405,19 @@ def test_missing_path(tmp_path: Path) -> None:
         ({"includeMetadata": "true", "includeHeaders": "true"}, (*DEFAULT, "headers", *METADATA)),
     ],
 )
-def test_directory_without_segments_is_empty(
+def test_directory_without_segments_is_empty_with_allow_empty(
     tmp_path: Path, options: dict[str, Any], columns: tuple[str, ...]
 ) -> None:
     (tmp_path / "t-0").mkdir()
     (tmp_path / "meta.properties").write_text("version=1\n")
     for path in (tmp_path, tmp_path / "t-0"):
-        table = read_table(str(path), **options)
+        with pytest.raises(NoKafkaDataError, match=f"^{path}: no Kafka log segments"):
+            read_table(str(path), **options)
+        allowed = {**options, "allowEmpty": "true"}
+        table = read_table(str(path), **allowed)
         assert table.num_rows == 0
         assert table.schema == arrow_schema(columns)
-        assert list(iter_batches(str(path), **options)) == []
+        assert list(iter_batches(str(path), **allowed)) == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,10 +436,10 @@ def partitions_of(table: pa.Table) -> set[tuple[str, int]]:
     [
         ({"subscribe": "orders"}, {("orders", 0), ("orders", 1)}),
         ({"subscribe": "metrics-v1, legacy.events"}, {("metrics-v1", 0), ("legacy.events", 0)}),
-        ({"subscribe": "unknown"}, set()),
+        ({"subscribe": "unknown", "allowEmpty": True}, set()),
         ({"subscribePattern": "ord.*"}, {("orders", 0), ("orders", 1)}),
-        ({"subscribePattern": "order"}, set()),  # a full match, not a search
-        ({"subscribePattern": "rders"}, set()),
+        ({"subscribePattern": "order", "allowEmpty": True}, set()),  # a full match, not a search
+        ({"subscribePattern": "rders", "allowEmpty": True}, set()),
         (
             {"subscribePattern": r"legacy\.events|metrics-v\d"},
             {("metrics-v1", 0), ("legacy.events", 0)},
@@ -571,11 +576,13 @@ def test_ranges_inside_legacy_wrappers(
         assert offsets(got) == [base + 1]
 
 
-def test_sentinels_and_unmentioned_partitions(sample_dir: Path, sample_table: pa.Table) -> None:
+def test_sentinels(sample_dir: Path, sample_table: pa.Table) -> None:
     table = read_table(
         str(sample_dir),
-        startingOffsets='{"orders":{"0":500, "1":-2}}',
-        endingOffsets='{"orders":{"1":300, "0":-1}, "metrics-v1":{"0":42}}',
+        startingOffsets='{"orders":{"0":500, "1":-2}, "metrics-v1":{"0":-2}, '
+        '"legacy.events":{"0":-2}}',
+        endingOffsets='{"orders":{"1":300, "0":-1}, "metrics-v1":{"0":42}, '
+        '"legacy.events":{"0":-1}}',
         includeHeaders=True,
         includeMetadata=True,
     )
@@ -1028,7 +1035,7 @@ def test_timestamp_map_sentinels(sample_dir: Path, sample_table: pa.Table) -> No
     same(table, of_partition(sample_table, "orders", 0))
 
 
-def test_timestamp_map_leaves_other_partitions_whole(
+def test_timestamp_map_with_earliest_for_the_other_partition(
     sample_dir: Path, sample_table: pa.Table
 ) -> None:
     orders0 = of_partition(sample_table, "orders", 0)
@@ -1040,7 +1047,7 @@ def test_timestamp_map_leaves_other_partitions_whole(
     table = read_table(
         str(sample_dir),
         subscribe="orders",
-        startingOffsetsByTimestamp=spec("orders", 0, target),
+        startingOffsetsByTimestamp=f'{{"orders":{{"0":{target},"1":-2}}}}',
         includeHeaders=True,
         includeMetadata=True,
     )

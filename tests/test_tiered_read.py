@@ -252,8 +252,11 @@ def test_pinterest_layout_with_hash_bits(source: Path, tmp_path: Path) -> None:
         )
     for options in OPTIONS:
         same_rows(f"{tmp_path}/base", source, layout="pinterest", **options)
-    # not guessed: the parent of broker-style partition directories is no data by default
-    assert ksd.read_table(f"{tmp_path}/base").num_rows == 0
+    # not guessed: without layout, the parent of broker-style partition directories holds no
+    # Kafka data, an error that points at the layout option
+    with pytest.raises(ksd.NoKafkaDataError, match="set the option layout"):
+        ksd.read_table(f"{tmp_path}/base")
+    assert ksd.read_table(f"{tmp_path}/base", allowEmpty=True).num_rows == 0
 
 
 def test_linkedin_azure_layout(source: Path, tmp_path: Path) -> None:
@@ -436,7 +439,9 @@ def test_key_prefix_without_a_slash_is_not_part_of_the_topic(source: Path, tmp_p
     assert plain(got.select(["offset", "value"])) == plain(
         ksd.read_table(str(source / "events-1"), columns=["offset", "value"])
     )
-    assert ksd.read_table(str(tmp_path), layout="broker").num_rows == 0
+    with pytest.raises(ksd.NoKafkaDataError, match="bucket of another layout than broker"):
+        ksd.read_table(str(tmp_path), layout="broker")
+    assert ksd.read_table(str(tmp_path), layout="broker", allowEmpty=True).num_rows == 0
 
 
 @pytest.mark.parametrize(

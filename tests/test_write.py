@@ -16,6 +16,7 @@ from kafka_segments_ds import (
     CorruptSegmentError,
     InvalidInputError,
     InvalidOptionError,
+    NoKafkaDataError,
     OutputExistsError,
     read_table,
     recover,
@@ -413,7 +414,9 @@ def test_recover_removes_abandoned_staging(tmp_path: Path) -> None:
 
     TaskWriter(job, 3, fs).write(records(10))
     assert len(os.listdir(tmp_path)) == 1
-    assert read_table(tmp_path).num_rows == 0  # staging alone is invisible to readers
+    with pytest.raises(NoKafkaDataError):  # staging alone is invisible to readers
+        read_table(tmp_path)
+    assert read_table(tmp_path, allowEmpty=True).num_rows == 0
     done = recover(tmp_path)
     assert len(done) == 1 and done[0].startswith("removed abandoned staging")
     assert os.listdir(tmp_path) == []

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import posixpath
 import sys
 from collections.abc import Iterable, Iterator
@@ -15,9 +16,14 @@ from typing import Any, TextIO
 
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
+from kafka_segments_ds.errors import NoKafkaDataError, StorageError
 from kafka_segments_ds.fs import display_path, read_file, resolve
-from kafka_segments_ds.layout import PartitionLog, SegmentRef, segment_file_name
+from kafka_segments_ds.layout import (
+    PartitionLog,
+    SegmentRef,
+    merge_partitions,
+    segment_file_name,
+)
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.tiered import discover_layout, load_private_keys
 
@@ -137,10 +143,6 @@ def progress(items: list[Any], quiet: bool, desc: str) -> Iterable[Any]:
     return tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
 
 
-class NoKafkaDataError(KafkaSegmentsError):
-    """A path given on the command line holds no Kafka log segment."""
-
-
 def worst_status(statuses: Iterable[int]) -> int:
     """The exit status for several findings: unusable, then damaged, then index-only."""
     seen = set(statuses)
@@ -169,7 +171,8 @@ def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
 def partitions(
     paths: list[str], options: dict[str, str]
 ) -> list[tuple[pafs.FileSystem, PartitionLog]]:
-    """Every partition under ``paths``, with the filesystem it lives on.
+    """Every partition under ``paths``, with the filesystem it lives on; each segment once,
+    however many of the paths reach it.
 
     Raises :class:`NoKafkaDataError` for a path without a segment (an empty directory, a
     directory of other files, the parent of a log dir) and :class:`StorageError` for one that
@@ -190,7 +193,13 @@ def partitions(
                 "<topic>-<partition> subdirectories, or matching it"
             )
         found.extend((filesystem, part) for part in parts)
-    return found
+    if len(paths) < 2:
+        return found
+    where = {part.directory: filesystem for filesystem, part in reversed(found)}
+    local = all(isinstance(filesystem, pafs.LocalFileSystem) for filesystem, _ in found)
+    location = os.path.realpath if local else None
+    merged = merge_partitions((part for _, part in found), location)
+    return [(where[part.directory], part) for part in merged]
 
 
 def _tiered_options(options: dict[str, str]) -> tuple[str, dict[str, bytes]]:

@@ -183,11 +183,16 @@ def run(args: argparse.Namespace) -> int:
     _settle_options(args)
     budget = [args.limit if args.limit is not None else sys.maxsize]
     notes: dict[str, int] = {}
+    # the log paths are read as one input (each record once, however many of them reach it),
+    # where the first of them is
+    logs = [path for path in paths if not path.endswith(FILE_SUFFIXES)]
     for path in paths:
         if path.endswith(FILE_SUFFIXES):
             write_lines(dump_file(path, args.option), sys.stdout)
             continue
-        found = partitions([path], args.option)
+        if path is not logs[0]:
+            continue
+        found = partitions(logs, args.option)
         if args.max_bytes is not None:
             for filesystem, part in found:
                 for segment in part.segments:
@@ -197,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
                     cut = scan_entries(head).valid_bytes  # entries wholly within the bytes
                     write_chunks(dump_chunks(args, shown, budget, [], notes, cut), sys.stdout)
         else:
-            write_chunks(dump_chunks(args, path, budget, found, notes), sys.stdout)
+            write_chunks(dump_chunks(args, logs, budget, found, notes), sys.stdout)
     for column, count in notes.items():
         print(
             f"note: {count} {column}s are not valid UTF-8: shown with U+FFFD for the bad bytes "
@@ -289,7 +294,7 @@ def _columns(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def dump_chunks(
     args: argparse.Namespace,
-    path: str,
+    path: str | list[str],
     budget: list[int],
     found: list[tuple[Any, PartitionLog]],
     notes: dict[str, int] | None = None,

@@ -28,7 +28,7 @@ from kafka_segments_ds.cli.common import (
     write_lines,
 )
 from kafka_segments_ds.fs import display_path
-from kafka_segments_ds.layout import PartitionLog
+from kafka_segments_ds.layout import PartitionLog, merge_partitions
 from kafka_segments_ds.reader.damage import SUMMARY_MARKER
 from kafka_segments_ds.tiered import is_tiered_segment
 
@@ -155,7 +155,16 @@ _STATS_TABLE = (
 
 
 def run(args: argparse.Namespace) -> int:
-    parts = [(path, *found) for path in args.paths for found in partitions([path], args.option)]
+    # each partition once, under the first path that reaches it, with every segment the paths do
+    by_directory: dict[str, tuple[str, Any, PartitionLog]] = {}
+    for path in args.paths:
+        for filesystem, part in partitions([path], args.option):
+            source, first_filesystem, seen = by_directory.get(
+                part.directory, (path, filesystem, None)
+            )
+            merged = part if seen is None else merge_partitions([seen, part])[0]
+            by_directory[part.directory] = (source, first_filesystem, merged)
+    parts = list(by_directory.values())
     results = []
     for source, filesystem, part in progress(parts, args.quiet, "stats"):
         result = partition_stats(filesystem, part, args.option, source)

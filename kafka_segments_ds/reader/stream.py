@@ -63,6 +63,7 @@ from kafka_segments_ds.records.batches import (
     walk_entries,
 )
 from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.selection import check_all_named
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 from kafka_segments_ds.tiered.layouts import ManifestCache
 
@@ -304,10 +305,8 @@ class StreamPlanner:
         """What segments are read with: the storage of the paths, or for a tiered bucket the
         view serving its segments as plain ones (as of the last listing)."""
         if self._base is None:
-            for path in self.paths:
-                fsys, root = kfs.resolve(path, self.options.storage_options())
-                self._base = self._base or fsys
-                self._roots.append(root)
+            self._base, roots = kfs.resolve_paths(self.paths, self.options.storage_options())
+            self._roots = list(roots)
             self._filesystem = self._base
         assert self._filesystem is not None
         return self._filesystem
@@ -487,12 +486,11 @@ class StreamPlanner:
         partitions = self.list_partitions()
         named = {(t, p): n for t, p, n in self.stream.starting_offsets or ()}
         by_time = {(t, p): n for t, p, n in self.options.starting_offsets_by_timestamp or ()}
-        missing = sorted((set(named) | set(by_time)) - set(partitions))
-        if missing:
-            raise InvalidOptionError(
-                "starting offsets name partitions that are not in the (selected) archive: "
-                + ", ".join(f"{t}-{p}" for t, p in missing)
-            )
+        # as Spark's Kafka source: offsets JSON names every partition the query starts with
+        if self.stream.starting_offsets:
+            check_all_named("startingOffsets", named, partitions.values(), stream=True)
+        if by_time:
+            check_all_named("startingOffsetsByTimestamp", by_time, partitions.values(), stream=True)
         out: Offsets = {}
         for key, part in partitions.items():
             if self.options.starting_timestamp is not None or by_time:

@@ -19,6 +19,7 @@ from kafka_segments_ds.options import (
     _bool,
     _choice,
     _int,
+    redacted_repr,
 )
 from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
 
@@ -75,6 +76,9 @@ class WriteOptions:
     error_if_topic_exists: bool = False
     grow_partitions: bool = False  # numPartitions may exceed an existing topic's count
     storage: tuple[tuple[str, str], ...] = ()
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)
 
     def storage_options(self) -> dict[str, str]:
         return dict(self.storage)

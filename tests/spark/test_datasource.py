@@ -116,7 +116,7 @@ def test_bad_option_is_a_clear_error(spark, log_dir: Path) -> None:  # type: ign
         ).collect()
 
 
-def test_empty_directory_gives_empty_dataframe_with_schema(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_no_kafka_data_is_an_error_unless_allow_empty(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty-0").mkdir()
     df = spark.read.format("kafkasegments").load(str(tmp_path))
     assert df.columns == [
@@ -128,7 +128,22 @@ def test_empty_directory_gives_empty_dataframe_with_schema(spark, tmp_path: Path
         "timestamp",
         "timestampType",
     ]
-    assert df.count() == 0
+    with pytest.raises(Exception, match=rf"NoKafkaDataError.*{tmp_path}: no Kafka log segments"):
+        df.count()
+    allowed = spark.read.format("kafkasegments").option("allowEmpty", "true").load(str(tmp_path))
+    assert allowed.count() == 0
+
+
+def test_a_path_list_reads_each_record_once(spark, log_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    reader = spark.read.format("kafkasegments")
+    overlapping = reader.load([str(log_dir), str(log_dir / "orders-0"), str(log_dir)])
+    assert overlapping.count() == reader.load(str(log_dir)).count() == 2398
+    with pytest.raises(Exception, match=r"NoKafkaDataError.*subscribe names topics that are not"):
+        reader.option("subscribe", "nope").load(str(log_dir)).count()
+    with pytest.raises(Exception, match=r"you must specify all TopicPartitions"):
+        reader.option("startingOffsets", '{"orders":{"0":5}}').option("subscribe", "orders").load(
+            str(log_dir)
+        ).count()
 
 
 def test_corrupt_data_reaches_the_driver_under_our_error_name(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
