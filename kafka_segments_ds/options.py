@@ -417,8 +417,9 @@ class StreamOptions:
     """What a stream adds to :class:`ReadOptions`: where it starts and the per-trigger limits.
 
     ``starting_offsets``: ``None`` for the newest offsets (``latest``, the default), ``()`` for
-    ``earliest``, else (topic, partition, offset) triples where -2 is earliest and -1 latest;
-    partitions they do not name start at the newest offset. ``startingTimestamp`` and
+    ``earliest``, else (topic, partition, offset) triples where -2 is earliest and -1 latest,
+    naming every partition the query starts with (as Spark's Kafka source asks); a partition
+    added later starts at its earliest offset. ``startingTimestamp`` and
     ``startingOffsetsByTimestamp`` stay in the ReadOptions (they mean the same in a batch).
     """
 

@@ -12,6 +12,8 @@ import pytest
 
 from kafka_segments_ds import InvalidOptionError, iter_batches, read_table
 from kafka_segments_ds.errors import NoKafkaDataError
+from kafka_segments_ds.options import parse_stream_options
+from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.samples import write_sample_log_dir
 
 pytestmark = pytest.mark.usefixtures("serial_kernels")
@@ -214,3 +216,36 @@ def test_a_topic_without_records_is_a_valid_empty_result(tmp_path: Path) -> None
     (empty_topic / "00000000000000000000.log").write_bytes(b"")
     assert read_table(str(tmp_path / "logs")).num_rows == 0
     assert read_table(str(tmp_path / "logs"), subscribe="quiet").num_rows == 0
+
+
+# -- streams: Spark's Kafka source's rules ---------------------------------------------------
+
+
+def _planner(archive: Path, **options: str) -> StreamPlanner:
+    return StreamPlanner([str(archive)], *parse_stream_options(options))
+
+
+def test_a_stream_start_names_every_partition(archive: Path) -> None:
+    with pytest.raises(InvalidOptionError) as info:
+        _planner(
+            archive, subscribe="orders", startingOffsets='{"orders":{"0":10}}'
+        ).initial_offsets()
+    assert str(info.value) == (
+        "If startingOffsets contains specific offsets, you must specify all TopicPartitions. "
+        "Use -1 for latest, -2 for earliest, if you don't care. Specified: {orders-0} "
+        "Assigned: {orders-0, orders-1} (not named: orders-1)"
+    )
+    with pytest.raises(InvalidOptionError, match=r"^If startingOffsetsByTimestamp contains"):
+        _planner(
+            archive, subscribe="orders", startingOffsetsByTimestamp='{"orders":{"1":-2}}'
+        ).initial_offsets()
+    planner = _planner(archive, subscribe="orders", startingOffsets='{"orders":{"0":10,"1":-2}}')
+    assert planner.initial_offsets() == {("orders", 0): 10, ("orders", 1): 0}
+
+
+def test_a_stream_waits_for_topics_that_do_not_exist_yet(tmp_path: Path) -> None:
+    empty = tmp_path / "logs"
+    empty.mkdir()
+    planner = StreamPlanner([str(empty)], *parse_stream_options({"subscribe": "later"}))
+    assert planner.initial_offsets() == {}
+    assert planner.next_offsets({}) == {}

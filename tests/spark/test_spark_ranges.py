@@ -19,7 +19,7 @@ import kafka_segments_ds as ksd
             "Beginning offset 100 is after the ending offset 50 for topic orders partition 1.",
         ),
         (
-            {"startingOffsets": '{"orders":{"0":100000}}'},
+            {"startingOffsets": '{"orders":{"0":100000,"1":-2}}'},
             "Beginning offset 100000 is after the ending offset 800 for topic orders partition 0.",
         ),
         (
