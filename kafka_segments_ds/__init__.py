@@ -93,11 +93,13 @@ def iter_batches(
     """Stream the records under ``path`` as Arrow record batches of bounded size.
 
     Takes the same arguments as :func:`read_table`; memory stays bounded by the read window
-    (``readChunkBytes``) and the decompressed size of the batches in it.
+    (``readChunkBytes``) and the decompressed size of the batches in it. Batches are those of
+    the read windows; the small ones of small segments are joined, in order, into batches of
+    ``batchRows`` rows (default 32,768; at most four read windows of bytes).
     """
     from kafka_segments_ds.options import parse_read_options
     from kafka_segments_ds.planning import plan_scan
-    from kafka_segments_ds.reader import read_task, read_tasks
+    from kafka_segments_ds.reader import join_small_batches, read_task, read_tasks
     from kafka_segments_ds.schema import check_columns, default_columns
 
     opts = parse_read_options(options)
@@ -110,10 +112,10 @@ def iter_batches(
     split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
     plan = plan_scan(path, opts, split=split, read_records=read_task)
     if not cols:  # no columns, one row per record all the same (a count), like pyarrow's readers
-        for arrow_batch in read_tasks(plan.tasks, opts, ("offset",)):
+        for arrow_batch in join_small_batches(read_tasks(plan.tasks, opts, ("offset",)), opts):
             yield arrow_batch.select([])
         return
-    yield from read_tasks(plan.tasks, opts, cols)
+    yield from join_small_batches(read_tasks(plan.tasks, opts, cols), opts)
 
 
 def read_table(
@@ -139,7 +141,7 @@ def read_table(
         ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``, ``isolationLevel``,
         ``includeHeaders``, ``includeMetadata``, ``mode`` (``FAILFAST`` | ``DROPMALFORMED``),
         ``verifyChecksums``, ``failOnDataLoss``, ``maxDecompressedBytes``, ``maxBatchBytes``,
-        ``readChunkBytes``; ``fs.*`` keys configure remote storage.
+        ``readChunkBytes``, ``batchRows``; ``fs.*`` keys configure remote storage.
 
     Returns
     -------

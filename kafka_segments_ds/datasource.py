@@ -184,9 +184,6 @@ class SegmentScanPartition(InputPartition):
         object.__setattr__(self, "value", len(tasks))
 
 
-SPARK_BATCH_ROWS = 32_768  # small segments' batches are joined up to this many rows
-
-
 class KafkaSegmentsReader(DataSourceReader):
     """Plans scan tasks and packs them into input partitions on the driver; streams Arrow
     batches on executors."""
@@ -215,10 +212,10 @@ def _read_partition(
     partition: InputPartition, options: ReadOptions, columns: tuple[str, ...]
 ) -> Iterator[pa.RecordBatch]:
     """An input partition's batches, small ones joined (batch and streaming reads)."""
-    from kafka_segments_ds.reader import coalesce, read_tasks
+    from kafka_segments_ds.reader import join_small_batches, read_tasks
 
     batches = read_tasks(partition.tasks, options, columns)  # type: ignore[attr-defined]
-    return coalesce(batches, SPARK_BATCH_ROWS)
+    return join_small_batches(batches, options)
 
 
 try:  # pyspark 4.2+: read limits (admission control) and Trigger.AvailableNow

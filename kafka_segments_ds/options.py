@@ -22,6 +22,7 @@ LATEST = -1
 log = logging.getLogger(__name__)
 
 DEFAULT_READ_CHUNK_BYTES = 4 * 1024 * 1024
+DEFAULT_BATCH_ROWS = 32_768  # small segments' batches are joined into batches of this many rows
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
 
@@ -49,6 +50,7 @@ READ_OPTIONS = {
         "maxDecompressedBytes",
         "maxBatchBytes",
         "readChunkBytes",
+        "batchRows",
         "maxBytesPerPartition",
         "minPartitions",
         "openCostInBytes",
@@ -106,6 +108,7 @@ class ReadOptions:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     max_batch_bytes: int = 2**31 - 1
     read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    batch_rows: int = DEFAULT_BATCH_ROWS  # rows of a batch joined from small ones
     # packing scan tasks into input partitions (planning.pack_tasks)
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     min_partitions: int | None = None  # None: the engine's parallelism (read_table: no split)
@@ -337,6 +340,7 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         ("maxdecompressedbytes", "max_decompressed_bytes", 1024),
         ("maxbatchbytes", "max_batch_bytes", 61),
         ("readchunkbytes", "read_chunk_bytes", 4096),
+        ("batchrows", "batch_rows", 1),
         ("maxbytesperpartition", "max_bytes_per_partition", 1),
         ("minpartitions", "min_partitions", 1),
         ("opencostinbytes", "open_cost_bytes", 0),

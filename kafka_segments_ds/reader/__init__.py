@@ -11,9 +11,11 @@ Modules, top down:
   :mod:`~kafka_segments_ds.reader.v2` (the v2 batch decoder, in stages) and
   :mod:`~kafka_segments_ds.reader.legacy` (magic 0/1);
 * :mod:`~kafka_segments_ds.reader.columns`: the Arrow column builders;
-* :mod:`~kafka_segments_ds.reader.rows`: the values those share.
+* :mod:`~kafka_segments_ds.reader.rows`: the values those share;
+* :mod:`~kafka_segments_ds.reader.joining`: small batches joined into ``batchRows`` rows.
 """
 
-from kafka_segments_ds.reader.task import coalesce, read_task, read_tasks
+from kafka_segments_ds.reader.joining import coalesce, join_small_batches
+from kafka_segments_ds.reader.task import read_task, read_tasks
 
-__all__ = ["coalesce", "read_task", "read_tasks"]
+__all__ = ["coalesce", "join_small_batches", "read_task", "read_tasks"]

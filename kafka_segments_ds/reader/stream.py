@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -274,10 +274,17 @@ class StreamPlanner:
     """The driver side of a streaming read: the offsets of each trigger and the scan tasks of
     each micro-batch. Holds what it learnt about the archive between triggers."""
 
-    def __init__(self, paths: Sequence[str], options: ReadOptions, stream: StreamOptions):
+    def __init__(
+        self,
+        paths: Sequence[str],
+        options: ReadOptions,
+        stream: StreamOptions,
+        clock: Callable[[], float] | None = None,
+    ):
         self.paths = list(paths)
         self.options = options
         self.stream = stream
+        self.clock = clock or time.monotonic  # seconds, for maxTriggerDelay only
         self._filesystem: pafs.FileSystem | None = None
         self._base: pafs.FileSystem | None = None  # where the roots are
         self._roots: list[str] = []
@@ -295,7 +302,9 @@ class StreamPlanner:
         self._partitions: dict[TopicPartition, PartitionLog] | None = None
         self._watched: dict[str, int] | None = None  # directory -> mtime at the last listing
         self._target: Offsets | None = None  # Trigger.AvailableNow: nothing after these
-        self._last_trigger = 0.0  # monotonic seconds of the last trigger that was not delayed
+        # clock() at the last trigger that was not delayed; None: none yet, so the first
+        # trigger of this planner (a new query, or a restart from a checkpoint) is due
+        self._last_trigger: float | None = None
         self.reported: Offsets | None = None  # the newest offsets the last listing found
 
     # -- listing -----------------------------------------------------------------------------
@@ -541,7 +550,8 @@ class StreamPlanner:
         """The end of the next micro-batch from ``start`` (``None``: Spark did not say, an old
         API): every listed partition's latest offset, capped by the AvailableNow target and
         ``max_offsets`` (shared by the partitions); ``start`` itself while fewer than
-        ``min_offsets`` are there and maxTriggerDelay has not passed since the last batch."""
+        ``min_offsets`` are there and maxTriggerDelay has not passed since the last batch (the
+        first trigger is due, as in Spark's Kafka source)."""
         try:
             partitions = self.list_partitions()
         except CommitInProgressError as err:
@@ -560,10 +570,12 @@ class StreamPlanner:
         begin = {key: start.get(key, partitions[key].segments[0].base_offset) for key in latest}
         if min_offsets is not None and self._target is None:
             waiting = sum(max(0, latest[k] - begin[k]) for k in latest)
-            now = time.monotonic()
+            now = self.clock()
+            last = self._last_trigger
             if (
                 waiting < min_offsets
-                and (now - self._last_trigger) * 1000 < self.stream.max_trigger_delay_ms
+                and last is not None
+                and (now - last) * 1000 < self.stream.max_trigger_delay_ms
             ):
                 return dict(start)
             self._last_trigger = now

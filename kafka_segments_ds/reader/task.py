@@ -44,33 +44,6 @@ def read_task(
     return read_tasks((task,), options, columns, filesystem)
 
 
-def coalesce(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
-    """``batches`` with runs of small ones (small segments make one each) joined into batches
-    of about ``rows`` rows: an engine pays per batch (Spark: a few hundred microseconds)."""
-    held: list[pa.RecordBatch] = []
-    count = 0
-    for batch in batches:
-        if batch.num_rows >= rows:
-            if held:
-                yield _joined(held)
-                held, count = [], 0
-            yield batch
-            continue
-        held.append(batch)
-        count += batch.num_rows
-        if count >= rows:
-            yield _joined(held)
-            held, count = [], 0
-    if held:
-        yield _joined(held)
-
-
-def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-
-
 def read_tasks(
     tasks: Sequence[ScanTask],
     options: ReadOptions,

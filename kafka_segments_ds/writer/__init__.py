@@ -36,14 +36,15 @@ def write_table(
     exporting ``__arrow_c_stream__``. Columns: ``value`` (binary or string, required) and
     optionally ``key``, ``topic``, ``partition``, ``timestamp``, ``headers``, as in
     ``read_table``'s schema. ``mode`` is ``append`` (continue existing partition logs) or
-    ``overwrite`` (replace the topics written).
+    ``overwrite`` (replace the topics written; one that would get no rows is refused with
+    :class:`OutputExistsError` unless ``allowEmptyOverwrite=true``).
     Options as for ``df.write.format("kafkasegments")``: ``topic``, ``numPartitions``,
     ``growPartitions``, ``compression``, ``compressionLevel``, ``magic``, ``batchBytes``,
     ``batchRecords``, ``segmentBytes``, ``segmentMs``, ``indexIntervalBytes``,
-    ``segmentIndexBytes``, ``timestampType``, ``errorIfTopicExists`` and ``fs.*`` storage
-    settings. Appending with a ``numPartitions`` other than an existing topic's count is an
-    error (``growPartitions=true`` grows it); a ``partition`` value outside the topic's count
-    is an error.
+    ``segmentIndexBytes``, ``timestampType``, ``errorIfTopicExists``, ``allowEmptyOverwrite``
+    and ``fs.*`` storage settings. Appending with a ``numPartitions`` other than an existing
+    topic's count is an error (``growPartitions=true`` grows it); a ``partition`` value outside
+    the topic's count is an error.
     All or nothing: on any error the target is left as it was (a log dir the job created is
     removed again).
     """

@@ -446,6 +446,8 @@ def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.Fil
             f"topic {clash[0]!r} already exists in {display_path(fs, job.root)} "
             "(errorIfTopicExists=true)"
         )
+    if job.overwrite and opts.topic in existing and all(t != opts.topic for t, _ in chunks):
+        _refuse_emptying(opts, fs, job.root)
     # A written topic has partitions 0..n-1 (as many as hashing used, or as the highest
     # partition written needs), empty ones included.
     wanted = set(chunks)
@@ -493,6 +495,19 @@ def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.Fil
     }
     _write_journal(fs, job.staging, journal)
     apply_journal(fs, job.staging, journal)
+
+
+def _refuse_emptying(opts: WriteOptions, fs: pafs.FileSystem, root: str) -> None:
+    """``overwrite`` with no rows for the existing topic ``opts.topic`` would leave it empty:
+    refused unless ``allowEmptyOverwrite=true`` (an input empty by mistake must not erase a
+    topic). Only the ``topic`` option can name a topic that gets no rows."""
+    if opts.allow_empty_overwrite:
+        return
+    raise OutputExistsError(
+        f"overwrite has no rows for topic {opts.topic!r}, which exists in "
+        f"{display_path(fs, root)}: it would empty the topic; nothing was changed. Set "
+        "allowEmptyOverwrite=true to empty it"
+    )
 
 
 def _write_journal(fs: pafs.FileSystem, staging: str, journal: dict[str, Any]) -> None:

@@ -53,6 +53,7 @@ WRITE_OPTIONS = {
         "timestampType",
         "errorIfTopicExists",
         "growPartitions",
+        "allowEmptyOverwrite",
     )
 }
 
@@ -75,6 +76,7 @@ class WriteOptions:
     log_append_time: bool = False
     error_if_topic_exists: bool = False
     grow_partitions: bool = False  # numPartitions may exceed an existing topic's count
+    allow_empty_overwrite: bool = False  # overwrite may empty an existing topic (no rows for it)
     storage: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:
@@ -182,6 +184,8 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
         fields["log_append_time"] = kind == "logappendtime"
     if (v := get("erroriftopicexists")) is not None:
         fields["error_if_topic_exists"] = _bool("errorIfTopicExists", v)
+    if (v := get("allowemptyoverwrite")) is not None:
+        fields["allow_empty_overwrite"] = _bool("allowEmptyOverwrite", v)
     if (v := get("growpartitions")) is not None and _bool("growPartitions", v):
         if fields.get("num_partitions") is None:
             raise InvalidOptionError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -226,6 +227,41 @@ def test_append_overwrite_and_error_if_topic_exists(spark, tmp_path: Path) -> No
     with pytest.raises(Exception, match=r"OutputExistsError: topic 'keep' already exists"):
         save("append", "keep", errorIfTopicExists="true")
     assert _snapshot(tmp_path) == before
+    assert _no_staging(tmp_path)
+
+
+@pytest.mark.parametrize("tasks", [0, 2], ids=["no tasks", "tasks without rows"])
+def test_an_overwrite_with_no_rows_is_refused_unless_allowed(
+    spark, tmp_path: Path, tasks: int
+) -> None:  # type: ignore[no-untyped-def]
+    """A df.write with zero rows does not erase the topic it names (an input empty by
+    mistake); allowEmptyOverwrite=true empties it."""
+    _seed(tmp_path, "t", 9, numPartitions=2)
+    _seed(tmp_path, "keep", 3)
+    before = _snapshot(tmp_path)
+    df = spark.range(0, 6, 1, max(tasks, 1)).selectExpr("CAST(id AS STRING) AS value")
+    df = df.limit(0) if tasks == 0 else df.where("id < 0")
+    assert df.count() == 0
+    writer = df.write.format("kafkasegments").mode("overwrite").option("topic", "t")
+    refused = (
+        f"OutputExistsError: overwrite has no rows for topic 't', which exists in {tmp_path}: it "
+        "would empty the topic; nothing was changed. Set allowEmptyOverwrite=true to empty it"
+    )
+    with pytest.raises(Exception, match=re.escape(refused)):
+        writer.save(str(tmp_path))
+    assert _snapshot(tmp_path) == before
+    assert _no_staging(tmp_path)
+    writer.option("allowEmptyOverwrite", "true").save(str(tmp_path))
+    for partition in range(2):
+        assert sorted(os.listdir(tmp_path / f"t-{partition}")) == [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex",
+        ]
+        assert (tmp_path / f"t-{partition}" / "00000000000000000000.log").stat().st_size == 0
+    assert {k: v for k, v in _snapshot(tmp_path).items() if k.startswith("keep-")} == {
+        k: v for k, v in before.items() if k.startswith("keep-")
+    }
     assert _no_staging(tmp_path)
 
 

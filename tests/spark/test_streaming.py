@@ -3,8 +3,8 @@ and during triggers, restarts from a checkpoint, data loss, Trigger.AvailableNow
 
 Most tests run queries on the shared SparkSession (memory sink, processAllAvailable); the
 planner (:class:`kafka_segments_ds.reader.stream.StreamPlanner`) is also driven directly where
-Spark would hide what is checked (warnings logged in Spark's Python worker, the clock of
-maxTriggerDelay, S3 requests).
+Spark would hide what is checked (warnings logged in Spark's Python worker, S3 requests; the
+clock of maxTriggerDelay in tests/test_stream_trigger.py).
 """
 
 from __future__ import annotations
@@ -610,32 +610,6 @@ def test_a_commit_in_progress_holds_the_stream(tmp_path: Path) -> None:
     assert planner.next_offsets(begin) == {("t", 0): 5}
 
 
-def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from kafka_segments_ds.reader import stream as stream_module
-
-    logs = tmp_path / "logs"
-    t = LiveLog(logs, "t", 0)
-    t.append(2)
-    read, stream = parse_stream_options(
-        {"startingOffsets": "earliest", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "10s"}
-    )
-    planner = StreamPlanner([str(logs)], read, stream)
-    now = [1000.0]
-    monkeypatch.setattr(stream_module.time, "monotonic", lambda: now[0])
-    begin = planner.initial_offsets()
-    # the first trigger is never delayed (as Spark's Kafka source)
-    first = planner.next_offsets(begin, min_offsets=5)
-    assert first == {("t", 0): 2}
-    t.append(2)
-    now[0] += 5
-    assert planner.next_offsets(first, min_offsets=5) == first  # 2 < 5 and 5 s < 10 s
-    t.append(3)
-    assert planner.next_offsets(first, min_offsets=5) == {("t", 0): 7}  # 5 are there
-    t.append(1)
-    now[0] += 10.5
-    assert planner.next_offsets({("t", 0): 7}, min_offsets=5) == {("t", 0): 8}  # delay passed
-
-
 def test_min_offsets_per_trigger_in_a_query(spark, tmp_path: Path, queries) -> None:  # type: ignore[no-untyped-def]
     logs = tmp_path / "logs"
     t = LiveLog(logs, "t", 0)
@@ -660,6 +634,33 @@ def test_min_offsets_per_trigger_in_a_query(spark, tmp_path: Path, queries) -> N
     t.append(2)
     q.drain()
     assert q.rows() == t.rows()
+
+
+def test_min_offsets_per_trigger_after_a_restart(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The first trigger after a restart from a checkpoint is due, as a new query's: Spark's
+    Kafka source starts maxTriggerDelay anew too."""
+    if not HAS_READ_LIMITS:
+        pytest.skip(NO_READ_LIMITS.format("minOffsetsPerTrigger"))
+    logs, out, checkpoint = tmp_path / "logs", tmp_path / "out", tmp_path / "checkpoint"
+    t = LiveLog(logs, "t", 0)
+    t.append(1)
+    options = {"startingOffsets": "earliest", "minOffsetsPerTrigger": 4, "maxTriggerDelay": "1h"}
+    q = Query(spark, logs, parquet=out, checkpoint=checkpoint, **options)
+    try:
+        q.drain()
+        assert parquet_rows(spark, out) == t.rows()
+        t.append(2)
+        q.drain()
+        assert parquet_rows(spark, out) == t.rows(0, 1)  # 2 < 4: waits
+    finally:
+        q.stop()
+    q = Query(spark, logs, parquet=out, checkpoint=checkpoint, **options)
+    try:
+        q.drain()
+        assert parquet_rows(spark, out) == t.rows()
+        assert q.batch_rows() == [2]
+    finally:
+        q.stop()
 
 
 # -- data loss -------------------------------------------------------------------------------
