@@ -2,7 +2,8 @@
 
 Planning touches directory listings and index files; it reads ``.log`` bytes only to check the
 entries at index positions, to resolve timestamps to offsets (Kafka's offsets-for-times
-lookup) and, for read_committed without ``.txnindex`` files, to find the transaction markers.
+lookup) and, for read_committed, to find the transaction markers (decoded only in segments
+without a ``.txnindex``).
 
 Planning sits below the reader: resolving a timestamp decodes records, which it does through
 the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.reader.read_task`).
@@ -667,32 +668,33 @@ def collect_aborted(
 ) -> tuple[tuple[int, int, int], ...]:
     """(producerId, firstOffset, lastOffset) of every aborted or never-finished transaction.
 
-    Uses the ``.txnindex`` files when the partition has any (a broker writes one for every
-    segment holding an ABORT marker), else walks the batch headers to pair transactional data
-    with its producer's next COMMIT/ABORT marker. Transactions with no marker by the end of the
-    log are excluded too: a read_committed consumer never reads past the last stable offset.
+    A segment's ``.txnindex`` lists the transactions its ABORT markers end (a broker writes one
+    for every segment holding such a marker); for a segment without one (an archive that lost
+    it, a partial copy) the segment's own ABORT markers are decoded instead. One walk of the
+    batch headers pairs each marker with its producer's first transactional offset, wherever
+    that lies (a transaction's data can sit in segments before its marker's). Transactions with
+    no marker by the end of the log are excluded too: a read_committed consumer never reads
+    past the last stable offset.
     """
-    if any(seg.txnindex_path for seg in part.segments):
-        spans: list[tuple[int, int, int]] = []
-        for seg in part.segments:
-            if seg.txnindex_path is None:
-                continue
-            try:
-                entries = kidx.parse_txn_index(
-                    memoryview(kfs.read_file(filesystem, seg.txnindex_path))
-                )
-            except CorruptIndexError as err:
-                raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
-            spans.extend((e.producer_id, e.first_offset, e.last_offset) for e in entries)
-        spans.extend(_open_transactions(filesystem, part, options, only_open=True))
-        return tuple(sorted(spans))
-    return tuple(sorted(_open_transactions(filesystem, part, options, only_open=False)))
+    spans: list[tuple[int, int, int]] = []
+    for seg in part.segments:
+        if seg.txnindex_path is None:
+            continue
+        try:
+            entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem, seg.txnindex_path)))
+        except CorruptIndexError as err:
+            raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
+        spans.extend((e.producer_id, e.first_offset, e.last_offset) for e in entries)
+    spans.extend(_open_transactions(filesystem, part, options))
+    return tuple(sorted(set(spans)))
 
 
 def _open_transactions(
-    filesystem: pafs.FileSystem, part: PartitionLog, options: ReadOptions, *, only_open: bool
+    filesystem: pafs.FileSystem, part: PartitionLog, options: ReadOptions
 ) -> Iterator[tuple[int, int, int]]:
-    """Walk batch headers; yield aborted spans (and spans still open at the end of the log)."""
+    """Walk batch headers; yield the spans that the ABORT markers of segments without a
+    ``.txnindex`` end, and the spans still open at the end of the log. Only those markers are
+    decoded (a control batch of one record)."""
     open_first: dict[int, int] = {}
     for seg in part.segments:
         for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
@@ -709,9 +711,9 @@ def _open_transactions(
                 if pid not in open_first:
                     continue
                 first = open_first.pop(pid)
-                if only_open:
-                    continue
-                marker = _marker(read_marker(), seg, position)
+                if seg.txnindex_path is not None:
+                    continue  # the segment's .txnindex lists what its markers abort
+                marker = control_marker(read_marker(), seg, position)
                 if marker is not None and marker.type == CONTROL_ABORT:
                     yield (pid, first, base)
             else:
@@ -720,7 +722,9 @@ def _open_transactions(
         yield (pid, first, OPEN_TRANSACTION_END)
 
 
-def _marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
+def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
+    """The COMMIT/ABORT marker of a whole control batch at ``position`` of ``seg`` (None for
+    an empty batch); damage raises :class:`CorruptSegmentError` naming the segment."""
     try:
         header = decode_batch_header(entry)
         if header.record_count == 0:
