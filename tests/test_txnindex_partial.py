@@ -3,6 +3,7 @@ transactions come from its ``.txnindex`` where present, from its ABORT markers w
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
-from kafka_segments_ds import read_table
+from kafka_segments_ds import planning, read_table
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.options import parse_read_options, parse_stream_options
 from kafka_segments_ds.planning import OPEN_TRANSACTION_END, collect_aborted
@@ -117,3 +118,63 @@ def test_stream_reads_committed_records_only(
                 seen += b.column(0).to_pylist()
         start = stop
     assert sorted(seen) == visible
+
+
+@pytest.mark.parametrize("removed", ["none", "every-other", "all"])
+def test_ranges_cutting_through_transactions(
+    interleaved: tuple[Path, list[int], set[tuple]], removed: str
+) -> None:
+    """The aborted spans of a range come from the segments from the one holding its start,
+    and a walk that stops past its end once no transaction with data in it is open."""
+    directory, visible, _ = interleaved
+    txn_files = sorted(directory.glob("*.txnindex"))
+    for path in {"none": [], "every-other": txn_files[1::2], "all": txn_files}[removed]:
+        path.unlink()
+    end_of_log = max(visible) + 1
+    for start, end in [(0, 20), (37, 90), (90, 91), (150, 300), (211, 420), (300, end_of_log)]:
+        got = _committed(
+            directory,
+            startingOffsets=json.dumps({"tx": {"0": start}}),
+            endingOffsets=json.dumps({"tx": {"0": end}}),
+        )
+        assert got == [o for o in visible if start <= o < end], (start, end)
+
+
+def test_a_range_walks_only_the_segments_that_can_abort_it(
+    interleaved: tuple[Path, list[int], set[tuple]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory, _, aborted = interleaved
+    for path in sorted(directory.glob("*.txnindex"))[::2]:
+        path.unlink()
+    (part,) = discover(str(directory), pafs.LocalFileSystem())
+    walked: list[int] = []
+    original = planning._iter_v2_headers
+
+    def counting(filesystem: Any, segment: Any, options: Any) -> Any:
+        walked.append(segment.base_offset)
+        return original(filesystem, segment, options)
+
+    monkeypatch.setattr(planning, "_iter_v2_headers", counting)
+    options = parse_read_options({})
+    whole = collect_aborted(pafs.LocalFileSystem(), part, options)
+    assert set(whole) == aborted
+    assert len(walked) == len(part.segments) == 29
+    walked.clear()
+    ranged = collect_aborted(pafs.LocalFileSystem(), part, options, 150, 200)
+    bases = [s.base_offset for s in part.segments]
+    # from the segment holding offset 150 (base 140) to the one where every transaction with
+    # data below 200 has its marker (base 217), not the 29 segments of the log
+    assert walked == bases[11:18] == [140, 153, 166, 178, 193, 206, 217]
+    # the transactions reaching into the range are the whole log's
+    assert sorted((p, last) for p, first, last in ranged if last >= 150 and first < 200) == [
+        (2, 181),
+        (3, 172),
+        (4, 199),
+        (5, 163),
+    ]
+    assert sorted((p, last) for p, first, last in whole if last >= 150 and first < 200) == [
+        (2, 181),
+        (3, 172),
+        (4, 199),
+        (5, 163),
+    ]
