@@ -77,6 +77,22 @@ def test_dump_subscribe_with_an_offset_range(
     assert (status, rows(lines)) == (0, [("b", 0, 3), ("b", 0, 4)])
 
 
+def test_dump_subscribe_over_several_paths(
+    three_partitions: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path without the subscribed topic gives nothing; a topic in none of them is refused."""
+    paths = [str(three_partitions / "a-0"), str(three_partitions / "b-0")]
+    argv = ["dump", *paths, "--from-offset", "3", "--option"]
+    status, lines, err = run(capsys, *argv, "subscribe=b")
+    assert (status, rows(lines), err) == (0, [("b", 0, 3), ("b", 0, 4)], "")
+    status, lines, err = run(capsys, *argv, "subscribe=c")
+    assert (status, lines) == (2, [])
+    assert err == (
+        "kafka-segments: error: the subscribe/subscribePattern/assign option selects no "
+        "partition; the topics there are: a, b\n"
+    )
+
+
 def test_dump_from_offset_after_to_offset_is_a_usage_error(
     three_partitions: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

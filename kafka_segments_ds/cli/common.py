@@ -206,16 +206,28 @@ def selected_partitions(
     select (in (topic, partition) order); a selection that matches nothing is an error naming
     the topics that are there."""
     found = partitions(paths, options)
-    parsed = parse_read_options(options)
-    chosen = select_partitions([part for _, part in found], parsed)
+    chosen = select(found, options)
     if not chosen:
-        topics = sorted({str(part.topic) for _, part in found if part.topic is not None})
-        raise InvalidOptionError(
-            "the subscribe/subscribePattern/assign option selects no partition; the topics "
-            f"there are: {', '.join(topics) or '(none: no <topic>-<partition> directory)'}"
-        )
+        raise nothing_selected(found)
+    return chosen
+
+
+def select(
+    found: list[tuple[pafs.FileSystem, PartitionLog]], options: dict[str, str]
+) -> list[tuple[pafs.FileSystem, PartitionLog]]:
+    """The partitions of ``found`` that ``subscribe`` / ``subscribePattern`` / ``assign``
+    select, in (topic, partition) order."""
+    chosen = select_partitions([part for _, part in found], parse_read_options(options))
     where = {id(part): filesystem for filesystem, part in found}
     return [(where[id(part)], part) for part in chosen]
+
+
+def nothing_selected(found: list[tuple[pafs.FileSystem, PartitionLog]]) -> InvalidOptionError:
+    topics = sorted({str(part.topic) for _, part in found if part.topic is not None})
+    return InvalidOptionError(
+        "the subscribe/subscribePattern/assign option selects no partition; the topics "
+        f"there are: {', '.join(topics) or '(none: no <topic>-<partition> directory)'}"
+    )
 
 
 def _tiered_options(options: dict[str, str]) -> tuple[str, dict[str, bytes]]:

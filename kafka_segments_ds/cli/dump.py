@@ -24,9 +24,11 @@ from kafka_segments_ds.cli.common import (
     cut,
     iso,
     non_negative_int,
+    nothing_selected,
+    partitions,
     positive_int,
     render_bytes,
-    selected_partitions,
+    select,
     write_chunks,
     write_lines,
 )
@@ -173,11 +175,19 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidOptionError(f"--from-offset {first} is after --to-offset {end}")
     budget = [args.limit if args.limit is not None else sys.maxsize]
     notes: dict[str, int] = {}
+    # subscribe/assign select among the partitions of all the paths: a path without the
+    # topic is skipped, a selection matching no path is an error
+    listed = {p: partitions([p], args.option) for p in paths if not p.endswith(FILE_SUFFIXES)}
+    chosen = {p: select(found, args.option) for p, found in listed.items()}
+    if listed and not any(chosen.values()):
+        raise nothing_selected([f for found in listed.values() for f in found])
     for path in paths:
         if path.endswith(FILE_SUFFIXES):
             write_lines(dump_file(path, args.option), sys.stdout)
             continue
-        found = selected_partitions([path], args.option)
+        found = chosen[path]
+        if not found:
+            continue
         if args.max_bytes is not None:
             for filesystem, part in found:
                 for segment in part.segments:
