@@ -2,7 +2,8 @@
 
 Planning touches directory listings and index files; it reads ``.log`` bytes only to check the
 entries at index positions, to resolve timestamps to offsets (Kafka's offsets-for-times
-lookup) and, for read_committed without ``.txnindex`` files, to find the transaction markers.
+lookup) and, for read_committed, to find the transaction markers (decoded only in segments
+without a ``.txnindex``).
 
 Planning sits below the reader: resolving a timestamp decodes records, which it does through
 the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.reader.read_task`).
@@ -166,7 +167,7 @@ def plan_scan(
             continue
         aborted: tuple[tuple[int, int, int], ...] = ()
         if options.read_committed:
-            aborted = collect_aborted(filesystem, part, options)
+            aborted = collect_aborted(filesystem, part, options, start_offset, end_offset)
         tasks.extend(
             segment_tasks(
                 filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
@@ -630,64 +631,85 @@ def offset_for_timestamp(
 
 
 def collect_aborted(
-    filesystem: pafs.FileSystem, part: PartitionLog, options: ReadOptions
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    options: ReadOptions,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
 ) -> tuple[tuple[int, int, int], ...]:
-    """(producerId, firstOffset, lastOffset) of every aborted or never-finished transaction.
+    """(producerId, firstOffset, lastOffset) of the aborted or never-finished transactions
+    that may hold records of offsets [start_offset, end_offset) (None: the whole log).
 
-    Uses the ``.txnindex`` files when the partition has any (a broker writes one for every
-    segment holding an ABORT marker), else walks the batch headers to pair transactional data
-    with its producer's next COMMIT/ABORT marker. Transactions with no marker by the end of the
-    log are excluded too: a read_committed consumer never reads past the last stable offset.
+    A segment's ``.txnindex`` lists the transactions its ABORT markers end (a broker writes one
+    for every segment holding such a marker); for a segment without one (an archive that lost
+    it, a partial copy) the segment's own ABORT markers are decoded instead. One walk of the
+    batch headers pairs each marker with its producer's first transactional offset, wherever
+    that lies (a transaction's data can sit in segments before its marker's). Transactions with
+    no marker by the end of the log are excluded too: a read_committed consumer never reads
+    past the last stable offset.
+
+    As a broker's fetch collects aborted transactions, the walk starts at the segment holding
+    ``start_offset`` (a marker before it aborts nothing after it; a transaction begun earlier
+    is masked from its first batch in the walk, which is all of it a read sees) and stops past
+    ``end_offset`` once every transaction with data before it has its marker.
     """
-    if any(seg.txnindex_path for seg in part.segments):
-        spans: list[tuple[int, int, int]] = []
-        for seg in part.segments:
-            if seg.txnindex_path is None:
-                continue
-            try:
-                entries = kidx.parse_txn_index(
-                    memoryview(kfs.read_file(filesystem, seg.txnindex_path))
-                )
-            except CorruptIndexError as err:
-                raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
-            spans.extend((e.producer_id, e.first_offset, e.last_offset) for e in entries)
-        spans.extend(_open_transactions(filesystem, part, options, only_open=True))
-        return tuple(sorted(spans))
-    return tuple(sorted(_open_transactions(filesystem, part, options, only_open=False)))
-
-
-def _open_transactions(
-    filesystem: pafs.FileSystem, part: PartitionLog, options: ReadOptions, *, only_open: bool
-) -> Iterator[tuple[int, int, int]]:
-    """Walk batch headers; yield aborted spans (and spans still open at the end of the log)."""
-    open_first: dict[int, int] = {}
-    for seg in part.segments:
+    segs = part.segments
+    begin = 0
+    while start_offset is not None and begin + 1 < len(segs):
+        _, read_until, next_base = segment_bounds(segs, begin)
+        limit = next_base if read_until is None else read_until
+        if limit is None or limit > start_offset:
+            break
+        begin += 1
+    spans: list[tuple[int, int, int]] = []
+    open_first: dict[int, int] = {}  # producer -> first offset of its unfinished transaction
+    for seg in segs[begin:]:
+        if seg.txnindex_path is not None:
+            spans.extend(_txn_index_spans(filesystem, seg))
         for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
+            base = int(header[K.H_BASE_OFFSET])
+            if (
+                end_offset is not None
+                and base >= end_offset
+                and all(first >= end_offset for first in open_first.values())
+            ):
+                return tuple(sorted(set(spans)))  # nothing later aborts a record of the range
             pid = int(header[K.H_PRODUCER_ID])
             attrs = int(header[K.H_ATTRIBUTES])
             if not attrs & 0x10:
                 continue
-            base = int(header[K.H_BASE_OFFSET])
             if (seg.read_from is not None and base < seg.read_from) or (
                 seg.read_until is not None and base >= seg.read_until
             ):
                 continue  # another (overlapping) segment's offsets
-            if attrs & 0x20:
-                if pid not in open_first:
-                    continue
-                first = open_first.pop(pid)
-                if only_open:
-                    continue
-                marker = _marker(read_marker(), seg, position)
-                if marker is not None and marker.type == CONTROL_ABORT:
-                    yield (pid, first, base)
-            else:
+            if not attrs & 0x20:
                 open_first.setdefault(pid, base)
-    for pid, first in open_first.items():
-        yield (pid, first, OPEN_TRANSACTION_END)
+                continue
+            if pid not in open_first:
+                continue
+            first = open_first.pop(pid)
+            if seg.txnindex_path is not None:
+                continue  # the segment's .txnindex lists what its markers abort
+            marker = control_marker(read_marker(), seg, position)
+            if marker is not None and marker.type == CONTROL_ABORT:
+                spans.append((pid, first, base))
+    spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in open_first.items())
+    return tuple(sorted(set(spans)))
 
 
-def _marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
+def _txn_index_spans(filesystem: pafs.FileSystem, seg: SegmentRef) -> list[tuple[int, int, int]]:
+    """(producerId, firstOffset, lastOffset) of the entries of ``seg``'s ``.txnindex``."""
+    assert seg.txnindex_path is not None
+    try:
+        entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem, seg.txnindex_path)))
+    except CorruptIndexError as err:
+        raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
+    return [(e.producer_id, e.first_offset, e.last_offset) for e in entries]
+
+
+def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
+    """The COMMIT/ABORT marker of a whole control batch at ``position`` of ``seg`` (None for
+    an empty batch); damage raises :class:`CorruptSegmentError` naming the segment."""
     try:
         header = decode_batch_header(entry)
         if header.record_count == 0:

@@ -175,7 +175,7 @@ def _summary(index: int, damaged: int, ok: int) -> str:
 
 REBUILD_HINT = (
     "hint: `kafka-segments rebuild-index PATH` rewrites .index/.timeindex as a broker's recovery "
-    "does (a damaged .txnindex is not rebuilt)"
+    "does (a damaged or missing .txnindex is not rebuilt)"
 )
 
 

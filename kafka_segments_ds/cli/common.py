@@ -16,7 +16,12 @@ from typing import Any, TextIO
 
 import pyarrow.fs as pafs
 
-from kafka_segments_ds.errors import NoKafkaDataError, StorageError
+from kafka_segments_ds.errors import (
+    CorruptSegmentError,
+    InvalidOptionError,
+    NoKafkaDataError,
+    StorageError,
+)
 from kafka_segments_ds.fs import display_path, read_file, resolve
 from kafka_segments_ds.layout import (
     PartitionLog,
@@ -25,6 +30,7 @@ from kafka_segments_ds.layout import (
     segment_file_name,
 )
 from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.planning import select_partitions
 from kafka_segments_ds.tiered import discover_layout, load_private_keys
 
 PROG = "kafka-segments"
@@ -202,6 +208,37 @@ def partitions(
     return [(where[part.directory], part) for part in merged]
 
 
+def selected_partitions(
+    paths: list[str], options: dict[str, str]
+) -> list[tuple[pafs.FileSystem, PartitionLog]]:
+    """:func:`partitions`, narrowed to those ``subscribe`` / ``subscribePattern`` / ``assign``
+    select (in (topic, partition) order); a selection that matches nothing is an error naming
+    the topics that are there."""
+    found = partitions(paths, options)
+    chosen = select(found, options)
+    if not chosen:
+        raise nothing_selected(found)
+    return chosen
+
+
+def select(
+    found: list[tuple[pafs.FileSystem, PartitionLog]], options: dict[str, str]
+) -> list[tuple[pafs.FileSystem, PartitionLog]]:
+    """The partitions of ``found`` that ``subscribe`` / ``subscribePattern`` / ``assign``
+    select, in (topic, partition) order."""
+    chosen = select_partitions([part for _, part in found], parse_read_options(options))
+    where = {id(part): filesystem for filesystem, part in found}
+    return [(where[id(part)], part) for part in chosen]
+
+
+def nothing_selected(found: list[tuple[pafs.FileSystem, PartitionLog]]) -> InvalidOptionError:
+    topics = sorted({str(part.topic) for _, part in found if part.topic is not None})
+    return InvalidOptionError(
+        "the subscribe/subscribePattern/assign option selects no partition; the topics "
+        f"there are: {', '.join(topics) or '(none: no <topic>-<partition> directory)'}"
+    )
+
+
 def _tiered_options(options: dict[str, str]) -> tuple[str, dict[str, bytes]]:
     """The ``layout`` and ``privateKeys`` of ``--option`` (the PEM files read)."""
     wanted = {k: v for k, v in options.items() if k.lower() in ("layout", "privatekeys")}
@@ -215,6 +252,22 @@ def sibling(segment: SegmentRef, suffix: str) -> str:
     return posixpath.join(
         posixpath.dirname(segment.path), segment_file_name(segment.base_offset, suffix)
     )
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer > 0."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -245,3 +298,33 @@ def reader_warnings() -> Iterator[list[str]]:
         yield handler.messages
     finally:
         logger.removeHandler(handler)
+
+
+class _Drops(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.entries: set[tuple[str, int]] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        err = args[0] if args else None
+        if isinstance(err, CorruptSegmentError) and err.path and err.position is not None:
+            self.entries.add((err.path, err.position))
+
+
+@contextlib.contextmanager
+def dropped_entries() -> Iterator[set[tuple[str, int]]]:
+    """Collect ``(file, byte position)`` of every entry the reader drops (DROPMALFORMED): it
+    logs the first few of a task as warnings and the rest at INFO, which this lets through to
+    the collector only (Python's last-resort handler still prints warnings and worse)."""
+    handler = _Drops()
+    logger = logging.getLogger("kafka_segments_ds")
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield handler.entries
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

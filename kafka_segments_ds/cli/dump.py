@@ -23,8 +23,12 @@ from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import (
     cut,
     iso,
+    non_negative_int,
+    nothing_selected,
     partitions,
+    positive_int,
     render_bytes,
+    select,
     write_chunks,
     write_lines,
 )
@@ -35,6 +39,7 @@ from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_for
 from kafka_segments_ds.layout import PartitionLog
 from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.schema import default_columns
 
@@ -160,39 +165,31 @@ def add_arguments(dump: argparse.ArgumentParser) -> None:
     )
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer > 0."""
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     paths = list(args.paths) + [p for group in args.files for p in group.split(",") if p]
     if not paths:
         raise InvalidOptionError("dump needs a PATH (or --files a,b)")
     _settle_options(args)
+    first, end = args.from_offset, args.to_offset
+    if first is not None and end is not None and first > end:
+        raise InvalidOptionError(f"--from-offset {first} is after --to-offset {end}")
     budget = [args.limit if args.limit is not None else sys.maxsize]
     notes: dict[str, int] = {}
     # the log paths are read as one input (each record once, however many of them reach it),
-    # where the first of them is
+    # where the first of them is; subscribe/assign select among the partitions of all of them,
+    # and a selection matching none is an error
     logs = [path for path in paths if not path.endswith(FILE_SUFFIXES)]
+    listed = partitions(logs, args.option) if logs else []
+    chosen = select(listed, args.option)
+    if logs and not chosen:
+        raise nothing_selected(listed)
     for path in paths:
         if path.endswith(FILE_SUFFIXES):
             write_lines(dump_file(path, args.option), sys.stdout)
             continue
         if path is not logs[0]:
             continue
-        found = partitions(logs, args.option)
+        found = chosen
         if args.max_bytes is not None:
             for filesystem, part in found:
                 for segment in part.segments:
@@ -264,19 +261,31 @@ def _reader_options(
             opts["startingOffsetsByTimestampStrategy"] = "latest"
     if args.to_timestamp is not None:
         opts["endingTimestamp"] = args.to_timestamp
-    named = [(p.topic, p.partition) for _, p in found if p.topic is not None]
+    named = [(fs, p) for fs, p in found if p.topic is not None]
     unnamed = len(named) < len(found)
     for bound, option in ((args.from_offset, "startingOffsets"), (args.to_offset, "endingOffsets")):
         if bound is None or not named:
             continue
+        # every selected partition is named (a partial list is refused, as by Spark), each
+        # range clipped to what the partition holds, as kafka-dump-log.sh does per file
         by_topic: dict[str, dict[str, int]] = {}
-        for topic, partition in named:
-            by_topic.setdefault(str(topic), {})[str(partition)] = bound
+        for filesystem, part in named:
+            at = _clipped_start(filesystem, part, bound) if option == "startingOffsets" else bound
+            by_topic.setdefault(str(part.topic), {})[str(part.partition)] = at
         opts[option] = json.dumps(by_topic)
         if option == "startingOffsets" and not any(k.lower() == "failondataloss" for k in opts):
             # "records from offset N": a log that starts later simply starts later
             opts["failOnDataLoss"] = False
     return opts, unnamed or not found
+
+
+def _clipped_start(filesystem: Any, part: PartitionLog, offset: int) -> int:
+    """``offset``, or the partition's log end offset when the log ends before it (an empty
+    range there rather than a refusal)."""
+    if not part.segments or offset <= part.segments[-1].base_offset:
+        return offset
+    end = log_end_offset(filesystem, part.segments[-1])
+    return offset if end is None else min(offset, end)
 
 
 def _columns(args: argparse.Namespace) -> tuple[list[str], list[str]]:

@@ -22,6 +22,7 @@ from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
     EXIT_UNUSABLE,
+    non_negative_int,
     partitions,
     progress,
     read_bytes,
@@ -47,7 +48,12 @@ DESCRIPTION = (
 
 def add_arguments(rebuild: argparse.ArgumentParser) -> None:
     rebuild.add_argument(
-        "--index-interval-bytes", type=int, default=kidx.DEFAULT_INDEX_INTERVAL_BYTES, metavar="N"
+        "--index-interval-bytes",
+        type=non_negative_int,
+        default=kidx.DEFAULT_INDEX_INTERVAL_BYTES,
+        metavar="N",
+        help="bytes between index entries, as the broker's index.interval.bytes (default "
+        f"{kidx.DEFAULT_INDEX_INTERVAL_BYTES}; 0 indexes every entry)",
     )
     rebuild.add_argument("--dry-run", action="store_true", help="only print what would change")
     rebuild.add_argument(
@@ -59,9 +65,16 @@ def add_arguments(rebuild: argparse.ArgumentParser) -> None:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Temp file in the same directory, fsync, then ``os.replace`` over ``path``."""
+    """Temp file in the same directory, fsync, then ``os.replace`` over ``path``. The file
+    keeps the permissions of the one it replaces; a new one gets 0666 under the umask (0644
+    with the usual 022), as a broker's files."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
@@ -71,6 +84,12 @@ def write_atomically(path: str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0o022)  # the only way to read it; set back at once
+    os.umask(current)
+    return current
 
 
 def valid_prefix(log: bytes) -> tuple[EntryTable, int, str | None]:

@@ -11,26 +11,32 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
+    dropped_entries,
     iso,
-    partitions,
     progress,
+    read_bytes,
     reader_warnings,
+    selected_partitions,
     write_lines,
 )
 from kafka_segments_ds.fs import display_path
-from kafka_segments_ds.layout import PartitionLog, merge_partitions
+from kafka_segments_ds.layout import PartitionLog, SegmentRef
+from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.planning import OPEN_TRANSACTION_END, collect_aborted, segment_tasks
+from kafka_segments_ds.reader import read_tasks
 from kafka_segments_ds.reader.damage import SUMMARY_MARKER
-from kafka_segments_ds.tiered import is_tiered_segment
+from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 
 NAME = "stats"
 SUMMARY = "per-partition statistics"
@@ -38,9 +44,10 @@ DESCRIPTION = (
     "Per topic-partition counts and codecs. Damaged entries are skipped, counted (DAMAGED) and "
     "reported once each on stderr; the exit status is then 1."
 )
-# Reader warnings that each mean one damaged entry (the rest, e.g. a resync or a re-read, are
-# only passed on).
-DAMAGE_MARKERS = ("dropping malformed entry", "truncated entry")
+# Damaged entries are those the reader drops, each well-framed entry of a damaged segment whose
+# checksum fails, and cut-off tails (this warning); the rest (a resync, a re-read) is only
+# passed on.
+TRUNCATED_MARKER = "truncated entry"
 
 
 def add_arguments(stats: argparse.ArgumentParser) -> None:
@@ -48,36 +55,57 @@ def add_arguments(stats: argparse.ArgumentParser) -> None:
 
 
 def partition_stats(
-    filesystem: pafs.FileSystem,
-    part: PartitionLog,
-    options: dict[str, str],
-    source: str | None = None,
+    filesystem: pafs.FileSystem, part: PartitionLog, options: dict[str, str]
 ) -> dict[str, Any]:
     """Counts for one partition: streamed reads (shallow, deep, and deep read_committed when
     there are transactional batches: without them nothing can be aborted)."""
     options = {**options}
     if not any(key.lower() == "mode" for key in options):
         options["mode"] = "DROPMALFORMED"
-    with reader_warnings() as messages:
-        stats = _counts(filesystem, part, options, source)
+    with reader_warnings() as messages, dropped_entries() as drops:
+        stats = _counts(filesystem, part, options)
     # the reader's per-read DROPMALFORMED totals repeat what the DAMAGED column and line say
     unique = [w for w in dict.fromkeys(messages) if SUMMARY_MARKER not in w]
-    stats["damaged"] = sum(any(m in w for m in DAMAGE_MARKERS) for w in unique)
+    damaged = set(drops)
+    if parse_read_options(options).verify_checksums:
+        for segment in part.segments:
+            shown = display_path(filesystem, segment.path)
+            if any(path == shown for path, _ in drops):
+                damaged.update((shown, at) for at in failed_checksums(filesystem, segment))
+    stats["damaged"] = len(damaged) + sum(TRUNCATED_MARKER in w for w in unique)
     stats["warnings"] = unique
     return stats
+
+
+def failed_checksums(filesystem: pafs.FileSystem, segment: SegmentRef) -> list[int]:
+    """Byte positions of the well-framed entries of a damaged segment whose checksum fails,
+    from its start to where the framing breaks. Each is one damaged entry, though the reader,
+    finding no valid entry after the first of them, skips them as bytes that frame no entry."""
+    log = read_bytes(filesystem, segment.path)
+    table = scan_entries(log)
+    data = as_array(log)
+    return [
+        position
+        for position, size in zip(table.positions.tolist(), table.sizes.tolist(), strict=True)
+        if not has_valid_checksum(data[position : position + size])
+    ]
 
 
 def _counts(
     filesystem: pafs.FileSystem,
     part: PartitionLog,
     options: dict[str, Any],
-    source: str | None = None,
 ) -> dict[str, Any]:
-    paths = [display_path(filesystem, s.path) for s in part.segments]
-    if source is not None and part.topic is not None and is_tiered_segment(part.segments[0]):
-        # tiered segments are read as a partition: overlapping copies are read once
-        paths = [source]
-        options = {**options, "assign": json.dumps({part.topic: [part.partition]})}
+    """Read the partition's segments as planned tasks on the filesystem they were listed on
+    (a tiered bucket's view, whose overlapping copies are read once): no listing per segment."""
+    opts = parse_read_options(options)
+
+    def read(
+        columns: tuple[str, ...], aborted: tuple[tuple[int, int, int], ...] = (), **changes: Any
+    ) -> Iterator[pa.RecordBatch]:
+        tasks = segment_tasks(filesystem, part, None, None, aborted)
+        return read_tasks(tasks, replace(opts, **changes), columns, filesystem)
+
     stats: dict[str, Any] = {
         "topic": part.topic,
         "partition": part.partition,
@@ -90,8 +118,8 @@ def _counts(
     magics: Counter[int] = Counter()
     producers: set[int] = set()
     transactional = stored = payload = 0
-    shallow_cols = ["value", "magic", "compression", "producerId", "isTransactional"]
-    for arrow_batch in iter_batches(paths, shallow_cols, **{**options, "iteration": "shallow"}):
+    shallow_cols = ("value", "magic", "compression", "producerId", "isTransactional")
+    for arrow_batch in read(shallow_cols, iteration="shallow"):
         stats["batches"] += arrow_batch.num_rows
         codecs.update(arrow_batch.column("compression").to_pylist())
         magics.update(arrow_batch.column("magic").to_pylist())
@@ -99,7 +127,7 @@ def _counts(
         transactional += sum(bool(t) for t in arrow_batch.column("isTransactional").to_pylist())
         stored += _byte_total(arrow_batch.column("value"))
     first = last = first_ts = last_ts = None
-    for arrow_batch in iter_batches(paths, ["key", "value", "offset", "timestamp"], **options):
+    for arrow_batch in read(("key", "value", "offset", "timestamp")):
         if not arrow_batch.num_rows:
             continue
         stats["records"] += arrow_batch.num_rows
@@ -110,17 +138,19 @@ def _counts(
             first, first_ts = offsets[0].as_py(), micros[0].as_py()
         last, last_ts = offsets[-1].as_py(), micros[-1].as_py()
     committed = stats["records"]
+    aborted_transactions = 0
     if transactional:
-        committed = 0
-        committed_opts = {**options, "isolationLevel": "read_committed"}
-        for arrow_batch in iter_batches(paths, ["offset"], **committed_opts):
-            committed += arrow_batch.num_rows
+        # each segment's .txnindex where it has one, its ABORT markers where not
+        spans = collect_aborted(filesystem, part, opts)
+        aborted_transactions = sum(last != OPEN_TRANSACTION_END for _, _, last in spans)
+        committed = sum(b.num_rows for b in read(("offset",), spans, read_committed=True))
     stats.update(
         codecs=dict(sorted(codecs.items())),
         compression_ratio_approximate=round(payload / stored, 3) if stored else None,
         magics={str(m): n for m, n in sorted(magics.items())},
         producers=len(producers),
         transactional_batches=transactional,
+        aborted_transactions=aborted_transactions,
         aborted_records=stats["records"] - committed,
         first_offset=first,
         last_offset=last,
@@ -128,6 +158,17 @@ def _counts(
         last_timestamp=None if last_ts is None else last_ts // 1000,
     )
     return stats
+
+
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
+def _offsets(stats: dict[str, Any]) -> str:
+    """``first..last``, or ``none (empty)`` for a partition without records."""
+    if stats["first_offset"] is None:
+        return "none (empty)"
+    return f"{stats['first_offset']}..{stats['last_offset']}"
 
 
 def _byte_total(column: pa.Array) -> int:
@@ -141,11 +182,11 @@ _STATS_TABLE = (
     ("BATCHES", lambda s: s["batches"]),
     ("RECORDS", lambda s: s["records"]),
     ("BYTES", lambda s: s["log_bytes"]),
-    ("OFFSETS", lambda s: f"{s['first_offset']}..{s['last_offset']}"),
+    ("OFFSETS", lambda s: _offsets(s)),
     ("FIRST-TS", lambda s: iso(s["first_timestamp"])),
     ("LAST-TS", lambda s: iso(s["last_timestamp"])),
     ("CODECS", lambda s: ",".join(f"{c}:{n}" for c, n in s["codecs"].items())),
-    ("RATIO~", lambda s: s["compression_ratio_approximate"]),
+    ("RATIO~", lambda s: _or_dash(s["compression_ratio_approximate"])),
     ("MAGICS", lambda s: ",".join(f"v{m}:{n}" for m, n in s["magics"].items())),
     ("PRODUCERS", lambda s: s["producers"]),
     ("TXN-BATCHES", lambda s: s["transactional_batches"]),
@@ -155,19 +196,10 @@ _STATS_TABLE = (
 
 
 def run(args: argparse.Namespace) -> int:
-    # each partition once, under the first path that reaches it, with every segment the paths do
-    by_directory: dict[str, tuple[str, Any, PartitionLog]] = {}
-    for path in args.paths:
-        for filesystem, part in partitions([path], args.option):
-            source, first_filesystem, seen = by_directory.get(
-                part.directory, (path, filesystem, None)
-            )
-            merged = part if seen is None else merge_partitions([seen, part])[0]
-            by_directory[part.directory] = (source, first_filesystem, merged)
-    parts = list(by_directory.values())
+    parts = selected_partitions(args.paths, args.option)
     results = []
-    for source, filesystem, part in progress(parts, args.quiet, "stats"):
-        result = partition_stats(filesystem, part, args.option, source)
+    for filesystem, part in progress(parts, args.quiet, "stats"):
+        result = partition_stats(filesystem, part, args.option)
         for warning in result["warnings"]:
             print(f"warning: {warning}", file=sys.stderr)
         results.append(result)

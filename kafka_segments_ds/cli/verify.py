@@ -21,32 +21,38 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_INDEX,
     EXIT_OK,
     EXIT_UNUSABLE,
     PROG,
-    partitions,
     progress,
     read_bytes,
     reader_warnings,
+    selected_partitions,
+    sibling,
     worst_status,
     write_lines,
 )
 from kafka_segments_ds.errors import KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
-from kafka_segments_ds.planning import segment_bounds
+from kafka_segments_ds.options import ReadOptions, parse_read_options
+from kafka_segments_ds.planning import control_marker, segment_bounds
+from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryTable, scan_entries
+from kafka_segments_ds.records.v2 import CONTROL_ABORT
+from kafka_segments_ds.scan_task import ScanTask
 
 NAME = "verify"
 SUMMARY = "check logs and indexes"
@@ -69,7 +75,7 @@ def verify_segment(
     filesystem: pafs.FileSystem,
     segment: SegmentRef,
     next_base: int | None,
-    options: dict[str, str],
+    options: ReadOptions,
     is_last: bool = True,
 ) -> list[Finding]:
     """One finding per file of the segment (its ``.log`` and index files)."""
@@ -79,7 +85,7 @@ def verify_segment(
     except KafkaSegmentsError as err:
         return [("UNREADABLE", shown, str(err))]
     table = scan_entries(log)
-    report = [_verify_log(shown, log, table, segment, next_base, options)]
+    report = [_verify_log(filesystem, shown, log, table, segment, next_base, options)]
     for path, suffix in (
         (segment.index_path, INDEX_SUFFIX),
         (segment.timeindex_path, TIME_INDEX_SUFFIX),
@@ -95,24 +101,74 @@ def verify_segment(
             continue
         label, details = _index_finding(suffix, data, len(log), table, segment, next_base, is_last)
         report.append((label, index_shown, details))
+    if segment.txnindex_path is None and options.layout != "pinterest":  # it stores none
+        aborts = abort_markers(log, table, segment)
+        if aborts:
+            missing = display_path(filesystem, sibling(segment, TXN_INDEX_SUFFIX))
+            plural = "s" if len(aborts) > 1 else ""
+            report.append(
+                (
+                    "INDEX",
+                    missing,
+                    f"missing: the segment holds {len(aborts)} ABORT marker{plural} (first at "
+                    f"offset {aborts[0]}) that a broker lists in its .txnindex; read_committed "
+                    "reads here use the markers",
+                )
+            )
     return report
 
 
+def abort_markers(log: bytes, table: EntryTable, segment: SegmentRef) -> list[int]:
+    """Offsets of the ABORT markers among the segment's whole entries (a damaged control batch
+    is left to the .log finding)."""
+    found = []
+    attributes_at = 21  # offset 8, length 4, leader epoch 4, magic 1, crc 4
+    for position, size, offset in zip(
+        table.positions.tolist(), table.sizes.tolist(), table.last_offsets.tolist(), strict=True
+    ):
+        if log[position + 16] != 2:
+            continue
+        attributes = int.from_bytes(
+            log[position + attributes_at : position + attributes_at + 2], "big"
+        )
+        if not attributes & 0x20:
+            continue
+        try:
+            marker = control_marker(log[position : position + size], segment, position)
+        except KafkaSegmentsError:
+            continue
+        if marker is not None and marker.type == CONTROL_ABORT:
+            found.append(offset)
+    return found
+
+
+def read_segment(
+    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
+) -> Iterator[pa.RecordBatch]:
+    """Offsets and positions of every record of ``segment``, checksums verified (FAILFAST).
+
+    Read as one task on the filesystem the segment was listed on (a tiered bucket's view):
+    reading its path afresh would list its directory again, once per segment."""
+    options = replace(options, mode="FAILFAST", verify_checksums=True)
+    task = ScanTask(segment=segment, topic=None, partition=None, filesystem=filesystem)
+    return read_task(task, options, ("offset", "position"), filesystem)
+
+
 def _verify_log(
+    filesystem: pafs.FileSystem,
     shown: str,
     log: bytes,
     table: EntryTable,
     segment: SegmentRef,
     next_base: int | None,
-    options: dict[str, str],
+    options: ReadOptions,
 ) -> Finding:
-    opts: dict[str, Any] = {**options, "mode": "FAILFAST", "verifyChecksums": True}
     previous = segment.base_offset - 1
     records = gaps = 0
     first_gap: int | None = None
     with reader_warnings():  # what the reader warns about is reported below
         try:
-            for arrow_batch in iter_batches(shown, ["offset", "position"], **opts):
+            for arrow_batch in read_segment(filesystem, segment, options):
                 offsets = arrow_batch.column("offset").to_numpy()
                 if len(offsets) == 0:
                     continue
@@ -228,13 +284,14 @@ def summary_lines(findings: list[Finding], partition_count: int) -> list[str]:
     if labels["INDEX"]:
         lines.append(
             f"hint: `{PROG} rebuild-index PATH` rewrites .index/.timeindex as a broker's "
-            "recovery does (a damaged .txnindex is not rebuilt)"
+            "recovery does (a damaged or missing .txnindex is not rebuilt)"
         )
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
-    parts = partitions(args.paths, args.option)
+    options = parse_read_options(args.option)
+    parts = selected_partitions(args.paths, args.option)
     work = []
     for filesystem, part in parts:
         for i, segment in enumerate(part.segments):
@@ -244,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
             work.append((filesystem, segment, following, last))
     findings: list[Finding] = []
     for filesystem, segment, following, last in progress(work, args.quiet, "verify"):
-        lines = verify_segment(filesystem, segment, following, args.option, last)
+        lines = verify_segment(filesystem, segment, following, options, last)
         findings.extend(lines)
         write_lines((f"{label} {path}: {details}" for label, path, details in lines), sys.stdout)
     write_lines(summary_lines(findings, len(parts)), sys.stdout)
