@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,53 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
+# pyspark is optional (the [spark] extra, or the pyspark a platform provides): say what to
+# install before the imports below fail on a missing module or a pyspark without Python data
+# sources (3.x)
+OLDEST_SPARK = (4, 0)
+NEWEST_TESTED_SPARK = (4, 3)  # newer releases run, with one line logged
+_INSTALL = "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)"
+
+
+def _spark_version(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a pyspark version string (``4.0.5``, ``4.1.0.dev1``, ``4.4.0rc1``)."""
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def check_spark_version(version: str) -> str | None:
+    """Refuse a pyspark older than 4.0 (ImportError naming what to install); for one newer
+    than the newest tested, the line to log (it runs: Spark keeps the API compatible)."""
+    found = _spark_version(version)
+    if found < OLDEST_SPARK:
+        raise ImportError(
+            "the kafkasegments Spark data source needs pyspark 4.0 or later (Python data "
+            f"sources); this is pyspark {version}: {_INSTALL}"
+        )
+    if found > NEWEST_TESTED_SPARK:
+        return (
+            f"pyspark {version} is newer than the newest release kafka-segments-ds was tested "
+            f"with ({'.'.join(map(str, NEWEST_TESTED_SPARK))}); report any problem"
+        )
+    return None
+
+
+try:
+    import pyspark
+except ImportError as err:
+    raise ModuleNotFoundError(
+        f"the kafkasegments Spark data source needs pyspark 4.0 or later, which is not "
+        f"installed: {_INSTALL}",
+        name="pyspark",
+    ) from err
+if (_untested := check_spark_version(pyspark.__version__)) is not None:
+    logging.getLogger(__name__).warning(_untested)
+SPARK_VERSION = _spark_version(pyspark.__version__)
+
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
@@ -29,14 +77,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kafka_segments_ds.errors import InvalidOptionError
+from kafka_segments_ds.errors import InvalidInputError, InvalidOptionError
 from kafka_segments_ds.options import (
     ReadOptions,
     StreamOptions,
     parse_read_options,
     parse_stream_options,
 )
-from kafka_segments_ds.schema import check_columns, default_columns, spark_ddl
+from kafka_segments_ds.schema import BY_NAME, check_columns, default_columns, spark_ddl
 
 if TYPE_CHECKING:
     from kafka_segments_ds.reader.stream import StreamPlanner
@@ -129,8 +177,7 @@ class KafkaSegmentsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths, opts = self._parsed()
-        columns = check_columns([field.name for field in schema.fields])
-        return KafkaSegmentsReader(paths, opts, columns)
+        return KafkaSegmentsReader(paths, opts, schema_columns(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         paths, options = self._paths()
@@ -153,8 +200,7 @@ class KafkaSegmentsDataSource(DataSource):
                 f"option {limits[0]} needs pyspark 4.2 or later (the Python streaming source API "
                 "of this pyspark has no read limits)"
             )
-        columns = check_columns([field.name for field in schema.fields])
-        return KafkaSegmentsStreamReader(paths, opts, stream, columns)
+        return KafkaSegmentsStreamReader(paths, opts, stream, schema_columns(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         paths, options = self._paths()
@@ -168,8 +214,37 @@ class KafkaSegmentsDataSource(DataSource):
         from kafka_segments_ds.writer.options import parse_write_options
 
         check_write_schema(_arrow_schema(schema))
-        job, filesystem = prepare_job(paths[0], parse_write_options(options), overwrite)
+        write_options = parse_write_options(options)
+        # refused here, on the driver, rather than by every task
+        if "topic" not in schema.names and write_options.topic is None:
+            raise InvalidInputError(
+                "no topic: give a 'topic' column or the option topic (.option('topic', 'name'))"
+            )
+        if "headers" in schema.names and write_options.magic < 2:
+            raise InvalidInputError(
+                f"magic {write_options.magic} has no record headers: drop the 'headers' column "
+                "or use magic 2"
+            )
+        job, filesystem = prepare_job(paths[0], write_options, overwrite)
         return KafkaSegmentsWriter(job, filesystem)
+
+
+def schema_columns(schema: StructType) -> tuple[str, ...]:
+    """The columns of the schema Spark passes a reader (the source's own, or the user's
+    ``.schema(...)``): known names with the catalogue's types, else refused naming them."""
+    names = [field.name for field in schema.fields]
+    columns = check_columns(names)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InvalidOptionError(f"column(s) {', '.join(repeated)} given twice in the schema")
+    wrong = [
+        f"{field.name} {field.dataType.simpleString()} (must be {BY_NAME[field.name].spark_ddl})"
+        for field in schema.fields
+        if field.dataType.simpleString() != BY_NAME[field.name].spark_ddl
+    ]
+    if wrong:
+        raise InvalidOptionError(f"schema column type(s) do not match: {', '.join(wrong)}")
+    return columns
 
 
 @dataclass(frozen=True)

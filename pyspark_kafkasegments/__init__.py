@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource
+try:
+    from pyspark.sql.datasource import DataSource
+except ImportError as err:  # no pyspark, or one without Python data sources (3.x)
+    raise ModuleNotFoundError(
+        "the kafkasegments Spark data source needs pyspark 4.0 or later: "
+        "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)",
+        name="pyspark",
+    ) from err
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, DataSourceWriter
