@@ -80,7 +80,7 @@ def test_dump_subscribe_with_an_offset_range(
 def test_dump_subscribe_over_several_paths(
     three_partitions: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A path without the subscribed topic gives nothing; a topic in none of them is refused."""
+    """The paths are one input: a topic of one of them is read; one of none is refused."""
     paths = [str(three_partitions / "a-0"), str(three_partitions / "b-0")]
     argv = ["dump", *paths, "--from-offset", "3", "--option"]
     status, lines, err = run(capsys, *argv, "subscribe=b")
@@ -88,8 +88,8 @@ def test_dump_subscribe_over_several_paths(
     status, lines, err = run(capsys, *argv, "subscribe=c")
     assert (status, lines) == (2, [])
     assert err == (
-        "kafka-segments: error: the subscribe/subscribePattern/assign option selects no "
-        "partition; the topics there are: a, b\n"
+        "kafka-segments: error: subscribe names topics that are not in the archive: c; "
+        "topics there: a, b\n"
     )
 
 
@@ -122,8 +122,8 @@ def test_verify_honours_subscribe(
     status, lines, err = run(capsys, "verify", str(three_partitions), "--option", "subscribe=c")
     assert (status, lines) == (2, [])
     assert err == (
-        "kafka-segments: error: the subscribe/subscribePattern/assign option selects no "
-        "partition; the topics there are: a, b\n"
+        "kafka-segments: error: subscribe names topics that are not in the archive: c; "
+        "topics there: a, b\n"
     )
 
 
