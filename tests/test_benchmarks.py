@@ -37,6 +37,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--mb", "1", "--repeat", "1", "--data", "{data}"],
         ["dump throughput vs kafka-python dumper", "stats time / read_table time"],
     ),
+    "cli_segments": (
+        "bench_cli_segments.py",
+        ["--segments", "30", "--repeat", "1", "--data", "{data}"],
+        ["verify / dump per round", "stats / dump per round"],
+    ),
     "cli_range": (
         "bench_cli_range.py",
         ["--mb", "1", "--repeat", "1", "--data", "{data}"],
