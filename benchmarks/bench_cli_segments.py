@@ -15,19 +15,19 @@ Usage::
 The partition (``tiny-0``: one uncompressed magic-2 batch of 5 records a segment, ~700 bytes,
 with its .index/.timeindex) is generated once under ``--data``.
 
-Figures (2-core development machine shared with ~6 other jobs, load average 10-12; 3,000
+Figures (2-core development machine shared with ~6 other jobs, load average 10-13; 3,000
 segments, 2.0 MB; two runs of 3 rounds, median (min-max) of the rounds):
 
 =======  ======================  ======================
 command  run 1                   run 2
 =======  ======================  ======================
-dump     15.3 s (12.4-16.6)      25.3 s (19.7-25.4)
-verify   9.3 s (6.1-10.0)        13.9 s (4.9-15.2)
-stats    10.5 s (10.1-11.5)      17.6 s (15.2-18.2)
+dump     16.7 s (14.6-22.4)      20.3 s (19.0-20.4)
+verify   6.7 s (5.5-7.0)         9.1 s (6.6-9.3)
+stats    8.7 s (7.7-9.0)         10.7 s (6.9-13.4)
 =======  ======================  ======================
 
-verify / dump per round: median 0.60 (0.49-0.61) and 0.55 (0.25-0.60); stats / dump: 0.75
-(0.61-0.85) and 0.72 (0.60-0.89). Before the change, on the same kind of data: 159 s and
+verify / dump per round: median 0.33 (0.31-0.46) and 0.44 (0.35-0.46); stats / dump: 0.46
+(0.39-0.62) and 0.53 (0.37-0.65). Before the change, on the same kind of data: 159 s and
 285 s against 4.5 s for dump (issue 23).
 """
 
