@@ -88,8 +88,8 @@ def test_dump_subscribe_over_several_paths(
     status, lines, err = run(capsys, *argv, "subscribe=c")
     assert (status, lines) == (2, [])
     assert err == (
-        "kafka-segments: error: the subscribe/subscribePattern/assign option selects no "
-        "partition; the topics there are: a, b\n"
+        "kafka-segments: error: subscribe names topics that are not in the archive: c; "
+        "topics there: a, b\n"
     )
 
 
@@ -122,8 +122,8 @@ def test_verify_honours_subscribe(
     status, lines, err = run(capsys, "verify", str(three_partitions), "--option", "subscribe=c")
     assert (status, lines) == (2, [])
     assert err == (
-        "kafka-segments: error: the subscribe/subscribePattern/assign option selects no "
-        "partition; the topics there are: a, b\n"
+        "kafka-segments: error: subscribe names topics that are not in the archive: c; "
+        "topics there: a, b\n"
     )
 
 

@@ -18,7 +18,6 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import (
     CorruptSegmentError,
-    InvalidOptionError,
     NoKafkaDataError,
     StorageError,
 )
@@ -30,7 +29,7 @@ from kafka_segments_ds.layout import (
     segment_file_name,
 )
 from kafka_segments_ds.options import parse_read_options
-from kafka_segments_ds.planning import select_partitions
+from kafka_segments_ds.selection import check_selection, select_partitions
 from kafka_segments_ds.tiered import discover_layout, load_private_keys
 
 PROG = "kafka-segments"
@@ -212,31 +211,22 @@ def selected_partitions(
     paths: list[str], options: dict[str, str]
 ) -> list[tuple[pafs.FileSystem, PartitionLog]]:
     """:func:`partitions`, narrowed to those ``subscribe`` / ``subscribePattern`` / ``assign``
-    select (in (topic, partition) order); a selection that matches nothing is an error naming
-    the topics that are there."""
-    found = partitions(paths, options)
-    chosen = select(found, options)
-    if not chosen:
-        raise nothing_selected(found)
-    return chosen
+    select (in (topic, partition) order)."""
+    return select(partitions(paths, options), options)
 
 
 def select(
     found: list[tuple[pafs.FileSystem, PartitionLog]], options: dict[str, str]
 ) -> list[tuple[pafs.FileSystem, PartitionLog]]:
     """The partitions of ``found`` that ``subscribe`` / ``subscribePattern`` / ``assign``
-    select, in (topic, partition) order."""
-    chosen = select_partitions([part for _, part in found], parse_read_options(options))
+    select, in (topic, partition) order; a selection naming what is not there is refused as
+    a read refuses it (:func:`kafka_segments_ds.selection.check_selection`)."""
+    parsed = parse_read_options(options)
+    parts = [part for _, part in found]
+    chosen = select_partitions(parts, parsed)
+    check_selection(parts, chosen, parsed)
     where = {id(part): filesystem for filesystem, part in found}
     return [(where[id(part)], part) for part in chosen]
-
-
-def nothing_selected(found: list[tuple[pafs.FileSystem, PartitionLog]]) -> InvalidOptionError:
-    topics = sorted({str(part.topic) for _, part in found if part.topic is not None})
-    return InvalidOptionError(
-        "the subscribe/subscribePattern/assign option selects no partition; the topics "
-        f"there are: {', '.join(topics) or '(none: no <topic>-<partition> directory)'}"
-    )
 
 
 def _tiered_options(options: dict[str, str]) -> tuple[str, dict[str, bytes]]:

@@ -24,7 +24,6 @@ from kafka_segments_ds.cli.common import (
     cut,
     iso,
     non_negative_int,
-    nothing_selected,
     partitions,
     positive_int,
     render_bytes,
@@ -177,12 +176,9 @@ def run(args: argparse.Namespace) -> int:
     notes: dict[str, int] = {}
     # the log paths are read as one input (each record once, however many of them reach it),
     # where the first of them is; subscribe/assign select among the partitions of all of them,
-    # and a selection matching none is an error
+    # and a selection naming what is not there is an error
     logs = [path for path in paths if not path.endswith(FILE_SUFFIXES)]
-    listed = partitions(logs, args.option) if logs else []
-    chosen = select(listed, args.option)
-    if logs and not chosen:
-        raise nothing_selected(listed)
+    chosen = select(partitions(logs, args.option), args.option) if logs else []
     for path in paths:
         if path.endswith(FILE_SUFFIXES):
             write_lines(dump_file(path, args.option), sys.stdout)
