@@ -210,7 +210,8 @@ def partitions(
 def selected_partitions(
     paths: list[str], options: dict[str, str]
 ) -> list[tuple[pafs.FileSystem, PartitionLog]]:
-    """:func:`partitions`, narrowed by :func:`select`."""
+    """:func:`partitions`, narrowed to those ``subscribe`` / ``subscribePattern`` / ``assign``
+    select (in (topic, partition) order)."""
     return select(partitions(paths, options), options)
 
 
@@ -218,9 +219,8 @@ def select(
     found: list[tuple[pafs.FileSystem, PartitionLog]], options: dict[str, str]
 ) -> list[tuple[pafs.FileSystem, PartitionLog]]:
     """The partitions of ``found`` that ``subscribe`` / ``subscribePattern`` / ``assign``
-    select, in (topic, partition) order. A selection naming what is not there is refused as
-    the reader refuses it (:class:`NoKafkaDataError` naming the topics there; ``allowEmpty``
-    lets it select nothing)."""
+    select, in (topic, partition) order; a selection naming what is not there is refused as
+    a read refuses it (:func:`kafka_segments_ds.selection.check_selection`)."""
     parsed = parse_read_options(options)
     parts = [part for _, part in found]
     chosen = select_partitions(parts, parsed)

@@ -175,10 +175,10 @@ def run(args: argparse.Namespace) -> int:
     budget = [args.limit if args.limit is not None else sys.maxsize]
     notes: dict[str, int] = {}
     # the log paths are read as one input (each record once, however many of them reach it),
-    # where the first of them is; subscribe/assign select among the partitions of all of them
+    # where the first of them is; subscribe/assign select among the partitions of all of them,
+    # and a selection naming what is not there is an error
     logs = [path for path in paths if not path.endswith(FILE_SUFFIXES)]
-    listed = partitions(logs, args.option) if logs else []
-    chosen = select(listed, args.option)
+    chosen = select(partitions(logs, args.option), args.option) if logs else []
     for path in paths:
         if path.endswith(FILE_SUFFIXES):
             write_lines(dump_file(path, args.option), sys.stdout)
