@@ -26,7 +26,7 @@ from kafka_segments_ds.tiered.layouts import TIERED_LAYOUTS
 TopicPartition = tuple[str | None, int | None]
 SHOWN_NAMES = 20  # partitions or topics named in a message, the rest counted
 # what an OS error from listing means for the path (not the store): raised as it is
-_PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
 def discover_paths(
@@ -55,7 +55,7 @@ def discover_paths(
             if not kfs.has_glob(root):
                 check_readable(filesystem, root)  # never a half-published write
             view, discovered = discover_layout(root, filesystem, options.layout, keys)
-        except (KafkaSegmentsError, *_PATH_ERRORS):
+        except (KafkaSegmentsError, *PATH_ERRORS):
             raise
         except OSError as err:
             raise kfs.unreachable(err, filesystem, root, storage) from err

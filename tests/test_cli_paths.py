@@ -4,6 +4,7 @@ resolved, overlapping ones merged; no Kafka data is exit status 2."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,27 @@ def test_no_kafka_data_is_exit_status_2(
         "kafka-segments: error: subscribe names topics that are not in the archive: nope; "
         "topics there: legacy.events, metrics-v1, orders\n"
     )
+
+
+def test_an_unreachable_store_is_exit_status_2_naming_the_endpoint(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])  # nothing listens there once closed
+    options = {
+        "fs.s3.endpoint": f"http://127.0.0.1:{port}",
+        "fs.s3.accessKey": "AKIAIOSFODNN7EXAMPLE",
+        "fs.s3.secretKey": "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY",
+        "fs.s3.maxAttempts": "1",
+    }
+    argv = ["dump", "s3://archive/logs"]
+    for key, value in options.items():
+        argv += ["--option", f"{key}={value}"]
+    status, out, err = _run(capsys, *argv)
+    assert (status, out) == (2, "")
+    assert err.startswith(
+        f"kafka-segments: error: cannot read the storage at endpoint http://127.0.0.1:{port}: "
+    )
+    assert err.endswith("(file s3://archive/logs)\n")
+    assert options["fs.s3.secretKey"] not in err and options["fs.s3.accessKey"] not in err
