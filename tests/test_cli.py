@@ -488,3 +488,30 @@ def test_python_dash_m_help() -> None:
     assert result.returncode == 0
     for command in ("dump", "verify", "stats", "rebuild-index"):
         assert command in result.stdout
+
+
+def test_dump_limit_reads_no_more_segments_than_it_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small segments are joined into batches of batchRows rows; ``--limit 3`` must not read a
+    whole joined batch (32,768 rows by default) of segments before printing three."""
+    from kafka_segments_ds.reader import task as reader_task
+
+    part = tmp_path / "tiny-0"
+    part.mkdir()
+    for base in range(0, 100, 2):
+        specs = [RecordSpec(value=b"v%d" % (base + i)) for i in range(2)]
+        (part / f"{base:020d}.log").write_bytes(encode_batch(specs, base_offset=base))
+    opened: list[str] = []
+    original = reader_task._open
+
+    def counting(task, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(task.segment.path)
+        return original(task, *args, **kwargs)
+
+    monkeypatch.setattr(reader_task, "_open", counting)
+    _, out, _ = run(capsys, "dump", str(part), "--limit", "3")
+    assert [r["offset"] for r in jsonl(out)] == [0, 1, 2]
+    # the two segments holding offsets 0..3, and at most the next one, opened ahead
+    assert [Path(p).name for p in opened][:2] == [f"{0:020d}.log", f"{2:020d}.log"]
+    assert len(opened) <= 3

@@ -250,6 +250,9 @@ def _reader_options(
     opts["includeMetadata"] = args.include_metadata
     opts["isolationLevel"] = args.isolation
     opts["mode"] = args.mode
+    if args.limit is not None and not any(k.lower() == "batchrows" for k in opts):
+        # small segments are joined into batches of batchRows rows: --limit N reads no more
+        opts["batchRows"] = max(1, min(args.limit, 32768))
     if args.from_timestamp is not None:
         opts["startingTimestamp"] = args.from_timestamp
         # a partition without a record at or after the time (an idle topic) gives no rows
