@@ -13,7 +13,10 @@
 #                                     first start from free loopback ports and the lines of
 #                                     DIR/extra.properties, if present), data in DIR/data,
 #                                     formatted once; waits until it serves, prints its
-#                                     bootstrap address; pid in DIR/broker.pid, log DIR/broker.log
+#                                     bootstrap address; pid in DIR/broker.pid, log DIR/broker.log.
+#                                     Tiered storage is on: topics created with
+#                                     remote.storage.enable=true upload their rolled segments to
+#                                     Kafka's LocalTieredStorage in DIR/tiered
 #   scripts/kafka.sh stop DIR [--kill]  stop it cleanly (SIGTERM, waits for the exit) or SIGKILL
 #
 # Needs Java 17+ and Maven (Debian: apt-get install openjdk-17-jdk-headless maven).
@@ -126,6 +129,15 @@ log.cleaner.threads=1
 log.cleaner.backoff.ms=200
 log.cleaner.dedupe.buffer.size=4194304
 log.segment.delete.delay.ms=0
+remote.log.storage.system.enable=true
+remote.log.storage.manager.class.name=org.apache.kafka.server.log.remote.storage.LocalTieredStorage
+remote.log.storage.manager.impl.prefix=rsm.config.
+rsm.config.dir=$dir/tiered
+remote.log.metadata.manager.listener.name=PLAINTEXT
+remote.log.metadata.manager.impl.prefix=rlmm.config.
+rlmm.config.remote.log.metadata.topic.replication.factor=1
+rlmm.config.remote.log.metadata.topic.num.partitions=1
+remote.log.manager.task.interval.ms=500
 EOF
     if [ -f "$dir/extra.properties" ]; then
         cat "$dir/extra.properties" >>"$dir/server.properties"
@@ -215,6 +227,8 @@ appender.err.layout.type=PatternLayout
 appender.err.layout.pattern=[%d] %p %m (%c)%n
 rootLogger.level=WARN
 rootLogger.appenderRef.err.ref=err
+logger.net.name=org.apache.kafka.clients.NetworkClient
+logger.net.level=ERROR
 EOF
     mv "$CACHE/log4j2-tools.properties.$$" "$CACHE/log4j2-tools.properties"
     exec java $HEAP -XX:+UseSerialGC -Dlog4j2.configurationFile="$CACHE/log4j2-tools.properties" \
@@ -222,5 +236,5 @@ EOF
     ;;
 start) [ $# -eq 2 ] || die "start DIR"; start "$2" ;;
 stop) [ $# -ge 2 ] || die "stop DIR [--kill]"; stop "$2" "${3:-}" ;;
-*) sed -n '2,20p' "$0" >&2; exit 2 ;;
+*) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac

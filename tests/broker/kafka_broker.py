@@ -41,6 +41,11 @@ class Broker:
         return self.home / "data"
 
     @property
+    def tiered_dir(self) -> Path:
+        """The bucket Kafka's LocalTieredStorage writes (topics with remote.storage.enable)."""
+        return self.home / "tiered" / "kafka-tiered-storage"
+
+    @property
     def running(self) -> bool:
         return (self.home / "broker.pid").exists()
 
@@ -139,15 +144,23 @@ class Broker:
         rows = [_consumer_row(json.loads(line)) for line in out.splitlines() if line.strip()]
         return sorted(rows, key=lambda r: (r[1], r[2]))
 
-    def snapshot(self, dest: Path) -> Path:
-        """A copy of the log dir, taken while it may be running (files that vanish while the
-        copy runs, as segments the cleaner or retention drop, are left out)."""
+    def snapshot(self, dest: Path, *topics: str) -> Path:
+        """A copy of the log dir (of the partition dirs of ``topics`` only, when given), taken
+        while it may be running; files that vanish while the copy runs, as segments the cleaner
+        or retention drop, are left out."""
 
         def copy(src: str, dst: str) -> None:
             with contextlib.suppress(FileNotFoundError):
                 shutil.copy2(src, dst)
 
-        shutil.copytree(self.log_dir, dest, copy_function=copy)
+        if not topics:
+            shutil.copytree(self.log_dir, dest, copy_function=copy)
+            return dest
+        dest.mkdir(parents=True)
+        for topic in topics:
+            for part in self.log_dir.glob(f"{topic}-*"):
+                if part.name.rpartition("-")[0] == topic and part.name.rpartition("-")[2].isdigit():
+                    shutil.copytree(part, dest / part.name, copy_function=copy)
         return dest
 
 

@@ -35,7 +35,7 @@ def test_spark_reads_what_the_consumer_fetches(spark, broker: Broker) -> None:  
             .option("subscribe", TOPIC)
             .option("includeHeaders", "true")
             .option("isolationLevel", level)
-            .option("maxBytesPerPartition", 16 * 1024)  # several input partitions
+            .option("maxBytesPerPartition", 48 * 1024)  # several input partitions
             .load(str(broker.log_dir))
         )
         assert table_rows(df.toArrow()) == want, level

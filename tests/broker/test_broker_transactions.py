@@ -73,7 +73,7 @@ def test_read_committed_without_txnindex(
     broker: Broker, txn_topic: dict[str, list[Row]], tmp_path: Path
 ) -> None:
     """No .txnindex at all: the reader finds the aborted transactions from the control markers."""
-    copy = broker.snapshot(tmp_path / "copy")
+    copy = broker.snapshot(tmp_path / "copy", TOPIC)
     removed = txnindexes(copy)
     assert removed
     for path in removed:
@@ -89,7 +89,7 @@ def test_read_committed_without_txnindex(
 def test_read_committed_without_one_txnindex(
     broker: Broker, txn_topic: dict[str, list[Row]], tmp_path: Path
 ) -> None:
-    copy = broker.snapshot(tmp_path / "copy")
+    copy = broker.snapshot(tmp_path / "copy", TOPIC)
     indexes = txnindexes(copy)
     # a partition with at least two: remove its first, keep the others
     by_partition: dict[str, list[Path]] = {}
