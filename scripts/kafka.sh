@@ -150,7 +150,7 @@ is_running() {
 }
 
 start() {
-    local dir="$1" cp bootstrap pid
+    local dir="$1" cp bootstrap pid seen
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     is_running "$dir" && die "a broker already runs from $dir (pid $(cat "$dir/broker.pid"))"
@@ -166,6 +166,8 @@ rootLogger.level=WARN
 rootLogger.appenderRef.file.ref=file
 logger.started.name=kafka.server.KafkaRaftServer
 logger.started.level=INFO
+logger.rlmm.name=org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager
+logger.rlmm.level=INFO
 EOF
     if [ ! -f "$dir/data/meta.properties" ]; then
         java $HEAP -cp "$cp" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
@@ -173,19 +175,32 @@ EOF
             >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "format failed"; }
     fi
     bootstrap="$(sed -n 's|^advertised.listeners=PLAINTEXT://||p' "$dir/server.properties")"
+    # the broker logs its start (after it is unfenced, so it serves) to broker.log, which
+    # each start appends to: look past the lines of the earlier starts
+    touch "$dir/broker.log"
+    seen="$(wc -l <"$dir/broker.log")"
     # its own process group, so that a test run's Ctrl-C doesn't reach it before the fixture
     setsid java $HEAP -Xms128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
         -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$cp" \
         kafka.Kafka "$dir/server.properties" >"$dir/broker.out" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$dir/broker.pid"
-    if ! bash "$0" run BrokerTool ready --bootstrap "$bootstrap" \
-        --timeout-ms "$((START_TIMEOUT_S * 1000))" >&2; then
-        kill -9 "$pid" 2>/dev/null || true
-        tail -n 40 "$dir/broker.out" "$dir/broker.log" >&2 || true
-        die "the broker did not serve within ${START_TIMEOUT_S}s"
-    fi
-    echo "$bootstrap"
+    for _ in $(seq "$((START_TIMEOUT_S * 10))"); do
+        # and its remote log metadata manager has set itself up (a stop while that is under
+        # way waits minutes for it)
+        if tail -n "+$((seen + 1))" "$dir/broker.log" |
+            grep -c -e "Kafka Server started" -e "Initialized topic-based RLMM resources" |
+            grep -qx 2; then
+            echo "$bootstrap"
+            return
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/broker.pid"
+    tail -n 40 "$dir/broker.out" "$dir/broker.log" >&2 || true
+    die "the broker did not start within ${START_TIMEOUT_S}s (or exited)"
 }
 
 stop() {

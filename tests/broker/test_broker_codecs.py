@@ -91,3 +91,19 @@ def test_idempotent_producer(broker: Broker) -> None:
     meta = read_table(broker.log_dir, subscribe=topic, columns=["producerId", "isTransactional"])
     assert min(meta.column("producerId").to_pylist()) >= 0
     assert not any(meta.column("isTransactional").to_pylist())
+
+
+def test_codecs_after_sigkill(broker: Broker, codec_topics: dict[str, str]) -> None:
+    """SIGKILL leaves the active segments' indexes preallocated and no clean-shutdown marker:
+    the log dir reads the same records; the broker's recovery on restart keeps them all."""
+    want = {topic: broker.consume(topic) for topic in codec_topics.values()}
+    broker.kill()
+    try:
+        assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
+        for topic, rows in want.items():
+            assert read_rows(broker.log_dir, topic) == rows, topic
+    finally:
+        broker.start()
+    for topic, rows in want.items():
+        assert broker.consume(topic) == rows, topic
+        assert read_rows(broker.log_dir, topic) == rows, topic
