@@ -19,6 +19,7 @@
 #                                     Kafka's LocalTieredStorage in DIR/tiered
 #   scripts/kafka.sh stop DIR [--kill]  stop it cleanly (SIGTERM, waits for the exit) or SIGKILL
 #
+# KSD_KAFKA_OWNER_PID=PID: start's broker stops (SIGTERM) when process PID is gone.
 # Needs Java 17+ and Maven (Debian: apt-get install openjdk-17-jdk-headless maven).
 set -euo pipefail
 KAFKA_VERSION="4.1.1"
@@ -185,6 +186,18 @@ EOF
         kafka.Kafka "$dir/server.properties" >"$dir/broker.out" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$dir/broker.pid"
+    if [ -n "${KSD_KAFKA_OWNER_PID:-}" ]; then
+        # the broker goes when the process that owns it (a test session) is gone
+        (
+            while kill -0 "$pid" 2>/dev/null; do
+                if ! kill -0 "$KSD_KAFKA_OWNER_PID" 2>/dev/null; then
+                    kill -TERM "$pid"
+                    break
+                fi
+                sleep 1
+            done
+        ) </dev/null >/dev/null 2>&1 &
+    fi
     for _ in $(seq "$((START_TIMEOUT_S * 10))"); do
         # and its remote log metadata manager has set itself up (a stop while that is under
         # way waits minutes for it)
@@ -251,5 +264,5 @@ EOF
     ;;
 start) [ $# -eq 2 ] || die "start DIR"; start "$2" ;;
 stop) [ $# -ge 2 ] || die "stop DIR [--kill]"; stop "$2" "${3:-}" ;;
-*) sed -n '2,22p' "$0" >&2; exit 2 ;;
+*) sed -n '2,23p' "$0" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,6 +53,7 @@ class Broker:
     def _script(self, *args: str, timeout: float = TOOL_TIMEOUT_S) -> str:
         done = subprocess.run(
             ["bash", str(KAFKA_SH), *args],
+            env={**os.environ, "KSD_KAFKA_OWNER_PID": str(os.getpid())},
             capture_output=True,
             text=True,
             timeout=timeout,
