@@ -46,6 +46,19 @@ def broker_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]
         node.close()
 
 
+@pytest.fixture(scope="module")
+def legacy_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A Kafka 3.9 broker in ZooKeeper mode writing message format 0.10.2 (magic 1), for the
+    module that asks for it."""
+    _tools_present()
+    node = Broker(tmp_path_factory.mktemp("kafka-legacy-broker"), legacy=True)
+    node.start()
+    try:
+        yield node
+    finally:
+        node.close()
+
+
 @pytest.fixture
 def broker(broker_session: Broker) -> Broker:
     """The session's one broker, running (started again if an earlier test left it stopped).

@@ -32,8 +32,9 @@ Row = tuple[
 class Broker:
     """One broker whose files live in ``home`` (``home/data`` is its log dir)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, legacy: bool = False) -> None:
         self.home = home
+        self.legacy = legacy  # Kafka 3.9 in ZooKeeper mode, message format 0.10.2 (start-legacy)
         self.bootstrap = ""
         self._client: subprocess.Popen[str] | None = None
 
@@ -68,7 +69,8 @@ class Broker:
 
     def start(self) -> None:
         """Start it (formatting its log dir on the first start) and wait until it serves."""
-        self.bootstrap = self._script("start", str(self.home)).strip().splitlines()[-1]
+        command = "start-legacy" if self.legacy else "start"
+        self.bootstrap = self._script(command, str(self.home)).strip().splitlines()[-1]
 
     def stop(self) -> None:
         """A clean shutdown (SIGTERM): logs flushed, indexes trimmed, clean-shutdown marker."""
@@ -186,8 +188,9 @@ def _consumer_row(r: dict[str, Any]) -> Row:
 
 def table_rows(table: pa.Table) -> list[Row]:
     """read_table's (or a Spark DataFrame's Arrow) rows in the consumer's shape: timestamps as
-    epoch milliseconds, headers as (key, value) pairs, ordered by (partition, offset)."""
-    ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+    epoch milliseconds (-1 where magic 0 stores none, as the consumer says), headers as
+    (key, value) pairs, ordered by (partition, offset)."""
+    ms = pc.divide(table.column("timestamp").cast(pa.int64()), 1000).fill_null(-1).to_pylist()
     rows = [
         (
             topic,
