@@ -1,0 +1,54 @@
+"""Tiered storage as a real broker does it: a topic with remote.storage.enable uploads its rolled
+segments through Kafka's LocalTieredStorage (kafka-storage test jar) and deletes them locally
+(local.retention.ms). The bucket it wrote reads exactly the records a consumer fetches below the
+local log start offset (the broker serves those from the bucket), the local log dir the rest."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafka_broker import Broker, Row, table_rows
+
+from kafka_segments_ds import read_table
+
+TOPIC = "tiered"
+PARTITIONS = 2
+RECORDS = 800
+WAIT_S = 120
+
+
+def local_segments(log_dir: Path, partition: int) -> list[int]:
+    return sorted(int(p.stem) for p in (log_dir / f"{TOPIC}-{partition}").glob("*.log"))
+
+
+def test_local_tiered_storage_bucket(broker: Broker) -> None:
+    broker.create_topic(
+        TOPIC,
+        PARTITIONS,
+        remote_storage_enable="true",
+        local_retention_ms=500,
+        internal_segment_bytes=8 * 1024,
+    )
+    broker.produce(TOPIC, RECORDS, compression="zstd", headers=2, value_bytes=60, batch_size=4096)
+    broker.produce(TOPIC, 200, tag="plain", null_key_every=5, null_value_every=7)
+    deadline = time.monotonic() + WAIT_S
+    # every rolled segment uploaded and deleted here: only the active one is local, and no
+    # upload is under way while the bucket is read
+    while not all(len(local_segments(broker.log_dir, p)) == 1 for p in range(PARTITIONS)):
+        assert time.monotonic() < deadline, "the broker did not move segments to remote storage"
+        time.sleep(0.2)
+
+    want = broker.consume(TOPIC)
+    assert len(want) == RECORDS + 200
+    bucket = table_rows(read_table(broker.tiered_dir, subscribe=TOPIC, includeHeaders=True))
+    local = table_rows(read_table(broker.log_dir, subscribe=TOPIC, includeHeaders=True))
+    for partition in range(PARTITIONS):
+        fetched = [r for r in want if r[1] == partition]
+        remote: list[Row] = [r for r in bucket if r[1] == partition]
+        here = [r for r in local if r[1] == partition]
+        start = local_segments(broker.log_dir, partition)[0]
+        # the bucket holds every record below the local log start
+        assert start > 0 and remote and remote[-1][2] == start - 1
+        assert remote == [r for r in fetched if r[2] < start]
+        assert here == [r for r in fetched if r[2] >= start]
