@@ -168,6 +168,16 @@ def _alternate(df, base: str, runs: int, ours) -> dict[str, list[float]]:  # typ
     return times
 
 
+def _compare(spark, df, base: str, runs: int, ours, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Alternate the writes into ``base`` (removed after), report, stop Spark."""
+    try:
+        times = _alternate(df, base, runs, ours)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    _report(what, times)
+    spark.stop()
+
+
 def _report(what: str, times: dict[str, list[float]]) -> None:
     ks = statistics.median(times["kafkasegments"])
     pq = statistics.median(times["parquet"])
@@ -188,12 +198,7 @@ def bench_spark(args: argparse.Namespace) -> None:
             "compression", "lz4"
         ).save(target)
 
-    try:
-        times = _alternate(df, base, args.runs, ours)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    _report(f"spark write {rows} rows (~{args.gb} GB), lz4", times)
-    spark.stop()
+    _compare(spark, df, base, args.runs, ours, f"spark write {rows} rows (~{args.gb} GB), lz4")
 
 
 def bench_preserve(args: argparse.Namespace) -> None:
@@ -218,12 +223,8 @@ def bench_preserve(args: argparse.Namespace) -> None:
             target
         )
 
-    try:
-        times = _alternate(df, base, args.runs, ours)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    _report(f"preserveOffsets write of {rows} read-back rows (~{args.gb} GB, lz4 batches)", times)
-    spark.stop()
+    what = f"preserveOffsets write of {rows} read-back rows (~{args.gb} GB, lz4 batches)"
+    _compare(spark, df, base, args.runs, ours, what)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.records.checksums import crc32c
 from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
 from kafka_segments_ds.records.encoder import BatchSettings, RecordColumns, encode_v2
-from kafka_segments_ds.records.v2 import CRC_START, TRANSACTIONAL_MASK
+from kafka_segments_ds.records.v2 import CRC_START, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
 from kafka_segments_ds.writer.columns import record_columns
 
 INT32_MAX = 2**31 - 1
@@ -117,18 +117,16 @@ def _bool_column(table: pa.Table, name: str) -> np.ndarray | None:
 def _codes(table: pa.Table, where: str) -> np.ndarray | None:
     if "compression" not in table.column_names:
         return None
-    labels = table.column("compression").to_pylist()
-    try:
-        return np.fromiter(
-            (-1 if label is None else CODEC_LABELS.index(label) for label in labels),
-            np.int64,
-            len(labels),
-        )
-    except ValueError:
-        bad = next(label for label in labels if label is not None and label not in CODEC_LABELS)
+    column = table.column("compression")
+    codes = pc.index_in(column, value_set=pa.array(CODEC_LABELS))
+    unknown = pc.and_(pc.is_valid(column), pc.is_null(codes))
+    if pc.any(unknown).as_py():
+        row = int(np.argmax(unknown.to_numpy(zero_copy_only=False)))
         raise InvalidInputError(
-            f"{where}: compression {bad!r} is not one of {', '.join(CODEC_LABELS)}"
-        ) from None
+            f"{where}: row {row} has compression {column[row].as_py()!r}, not one of "
+            f"{', '.join(CODEC_LABELS)}"
+        )
+    return pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def encode_preserved(
@@ -193,79 +191,160 @@ def encode_preserved(
         cut[1:] |= np.diff(offsets) != 1
     for key in keys:
         cut[1:] |= key[1:] != key[:-1]
-    starts = [*np.flatnonzero(cut).tolist(), rows]
-    parts: list[bytes] = []
-    first_rows: list[int] = []
-    sizes: list[int] = []
-    base_list: list[int] = []
-    last_list: list[int] = []
-    max_list: list[int] = []
-    given = {  # BatchSettings field -> its column (absent: the settings' value)
-        field: fields[name]
-        for field, name in (
-            ("producer_id", "producerId"),
-            ("producer_epoch", "producerEpoch"),
-            ("base_sequence", "baseSequence"),
-            ("leader_epoch", "leaderEpoch"),
-        )
-        if fields[name] is not None
-    }
-    for first, stop in itertools.pairwise(starts):
-        run = replace(settings, **{k: int(v[first]) for k, v in given.items()})
-        if codecs is not None and codecs[first] >= 0:
-            run = replace(run, compression=CompressionType(int(codecs[first])), level=None)
-        run = replace(run, log_append_time=int(stamps[first]) if append[first] else None)
-        transactional_run = bool(transactional[first]) if transactional is not None else False
-        if bases is not None:
-            base, last = int(bases[first]), int(lasts[first])
-            if base_list and base <= last_list[-1]:
-                raise InvalidInputError(
-                    f"{where}: the batch of offsets [{base}, {last}] (row {first}) overlaps the "
-                    f"batch before it, which ends at offset {last_list[-1]}"
-                )
-        else:
-            base, last = int(offsets[first]), int(offsets[stop - 1])
-        whole = stop - first == last - base + 1 and int(offsets[first]) == base
-        if bases is not None or run.base_sequence >= 0:
-            run = replace(run, batch_bytes=ONE_BATCH, batch_records=ONE_BATCH)
-        if whole:
-            encoded = encode_v2(_slice(columns, first, stop), run, base)
-            data = bytes(encoded.data)
-            if transactional_run:
-                data = _mark_transactional(data, encoded.positions, encoded.sizes)
-            parts.append(data)
-            first_rows.extend((encoded.first_rows + first).tolist())
-            sizes.extend(encoded.sizes.tolist())
-            base_list.extend((encoded.first_rows + base).tolist())
-            last_list.extend((encoded.last_rows + base).tolist())
-            max_list.extend(encoded.max_timestamps.tolist())
-            continue
-        batch = _encode_one(columns, offsets, first, stop, base, last, run, transactional_run)
-        parts.append(batch)
-        first_rows.append(first)
-        sizes.append(len(batch))
-        base_list.append(base)
-        last_list.append(last)
-        max_list.append(run.log_append_time if append[first] else int(stamps[first:stop].max()))
-    return PreservedBatches(
-        b"".join(parts),
-        np.asarray(sizes, np.int64),
-        np.asarray(base_list, np.int64),
-        np.asarray(last_list, np.int64),
-        np.asarray(max_list, np.int64),
-        np.asarray(first_rows, np.int64),
+    run_starts = np.flatnonzero(cut)
+    run_stops = np.append(run_starts[1:], rows)
+    if bases is not None:
+        run_bases, run_lasts = bases[run_starts], lasts[run_starts]
+        overlap = run_bases[1:] <= run_lasts[:-1]
+        if overlap.any():
+            k = int(np.argmax(overlap)) + 1
+            raise InvalidInputError(
+                f"{where}: the batch of offsets [{int(run_bases[k])}, {int(run_lasts[k])}] (row "
+                f"{int(run_starts[k])}) overlaps the batch before it, which ends at offset "
+                f"{int(run_lasts[k - 1])}"
+            )
+    else:
+        run_bases, run_lasts = offsets[run_starts], offsets[run_stops - 1]
+    batches = _Batches(
+        columns, offsets, settings, fields, transactional, append, stamps, codecs, bases is None
     )
+    # Runs whose rows hold every offset of the batch go through the columnar encoder, many
+    # runs per call; the others (gaps inside a batch) through the reference builder.
+    whole = (run_stops - run_starts == run_lasts - run_bases + 1) & (
+        offsets[run_starts] == run_bases
+    )
+    codec_of = batches.codec[run_starts]
+    sized = batches.sized[run_starts]
+    breaks = np.ones(len(run_starts), bool)
+    breaks[1:] = (
+        ~whole[1:] | ~whole[:-1] | (codec_of[1:] != codec_of[:-1]) | (sized[1:] != sized[:-1])
+    )
+    bounds = [*np.flatnonzero(breaks).tolist(), len(run_starts)]
+    for r0, r1 in itertools.pairwise(bounds):
+        first, stop = int(run_starts[r0]), int(run_stops[r1 - 1])
+        if whole[r0]:
+            batches.stretch(first, stop, cut[first:stop])
+        else:
+            batches.one(first, stop, int(run_bases[r0]), int(run_lasts[r0]))
+    return batches.result()
 
 
-def _mark_transactional(data: bytes, positions: np.ndarray, sizes: np.ndarray) -> bytes:
-    """Set the transactional attribute of each batch in ``data`` and redo its CRC-32C."""
-    out = bytearray(data)
-    for p, size in zip(positions.tolist(), sizes.tolist(), strict=True):
-        attributes = int.from_bytes(out[p + 21 : p + 23], "big") | TRANSACTIONAL_MASK
-        out[p + 21 : p + 23] = attributes.to_bytes(2, "big")
-        crc = crc32c(memoryview(out)[p + CRC_START : p + size])
-        out[p + 17 : p + 21] = crc.to_bytes(4, "big")
-    return bytes(out)
+class _Batches:
+    """Collects the batches of one encode_preserved call, in row order."""
+
+    def __init__(
+        self,
+        columns: RecordColumns,
+        offsets: np.ndarray,
+        settings: BatchSettings,
+        fields: dict[str, np.ndarray | None],
+        transactional: np.ndarray | None,
+        append: np.ndarray,
+        stamps: np.ndarray,
+        codecs: np.ndarray | None,
+        size_cuts: bool,
+    ) -> None:
+        rows = len(offsets)
+        self.columns, self.offsets, self.settings = columns, offsets, settings
+        self.append, self.stamps = append, stamps
+        self.transactional = transactional if transactional is not None else np.zeros(rows, bool)
+        default = int(settings.compression)
+        self.codec = np.where(codecs >= 0, codecs, default) if codecs is not None else None
+        if self.codec is None:
+            self.codec = np.full(rows, default, np.int64)
+        self.header = {  # batch header field -> per-row values
+            name: values if values is not None else np.full(rows, getattr(settings, attr))
+            for name, attr in (
+                ("producerId", "producer_id"),
+                ("producerEpoch", "producer_epoch"),
+                ("baseSequence", "base_sequence"),
+                ("leaderEpoch", "leader_epoch"),
+            )
+            for values in (fields[name],)
+        }
+        # idempotent batches are never cut by size: one run is one producer batch
+        self.sized = np.full(rows, size_cuts, bool) & (self.header["baseSequence"] < 0)
+        self.parts: list[bytes] = []
+        self.lists: tuple[list[int], ...] = ([], [], [], [], [])  # size, base, last, max, row
+
+    def _run_settings(self, row: int) -> BatchSettings:
+        codec = int(self.codec[row])
+        changes: dict[str, Any] = {"log_append_time": None}
+        if codec != self.settings.compression:
+            changes.update(compression=CompressionType(codec), level=None)
+        if not self.sized[row]:
+            changes.update(batch_bytes=ONE_BATCH, batch_records=ONE_BATCH)
+        return replace(self.settings, **changes)
+
+    def stretch(self, first: int, stop: int, cuts: np.ndarray) -> None:
+        """Rows ``first:stop``, each run holding consecutive offsets: one columnar encode, then
+        each batch's header fields set from its first row."""
+        run = self._run_settings(first)
+        encoded = encode_v2(_slice(self.columns, first, stop), run, 0, starts=cuts.astype(np.uint8))
+        heads = encoded.first_rows + first
+        out = np.frombuffer(bytearray(encoded.data), np.uint8)
+        positions, sizes = encoded.positions, encoded.sizes
+
+        def put(at: int, values: np.ndarray, dtype: str) -> None:
+            width = np.dtype(dtype).itemsize
+            index = (positions[:, None] + at + np.arange(width)).ravel()
+            out[index] = values.astype(dtype).view(np.uint8)
+
+        put(0, self.offsets[heads], ">i8")  # baseOffset and leader epoch: outside the CRC
+        put(12, self.header["leaderEpoch"][heads], ">i4")
+        attributes = (out[positions + 21].astype(np.int64) << 8) | out[positions + 22]
+        attributes |= np.where(self.transactional[heads], TRANSACTIONAL_MASK, 0)
+        attributes |= np.where(self.append[heads], TIMESTAMP_TYPE_MASK, 0)
+        put(21, attributes, ">i2")
+        put(43, self.header["producerId"][heads], ">i8")
+        put(51, self.header["producerEpoch"][heads], ">i2")
+        put(53, self.header["baseSequence"][heads], ">i4")
+        view = out.data
+        crcs = [
+            crc32c(view[p + CRC_START : p + size])
+            for p, size in zip(positions.tolist(), sizes.tolist(), strict=True)
+        ]
+        put(17, np.asarray(crcs, np.int64), ">u4")
+        self.parts.append(out.tobytes())
+        for target, values in zip(
+            self.lists,
+            (
+                sizes,
+                self.offsets[heads],
+                self.offsets[encoded.last_rows + first],
+                encoded.max_timestamps,
+                heads,
+            ),
+            strict=True,
+        ):
+            target.extend(values.tolist())
+
+    def one(self, first: int, stop: int, base: int, last: int) -> None:
+        """One batch with gaps in its offsets: the reference builder."""
+        run = replace(
+            self._run_settings(first),
+            producer_id=int(self.header["producerId"][first]),
+            producer_epoch=int(self.header["producerEpoch"][first]),
+            base_sequence=int(self.header["baseSequence"][first]),
+            leader_epoch=int(self.header["leaderEpoch"][first]),
+            log_append_time=int(self.stamps[first]) if self.append[first] else None,
+        )
+        batch = _encode_one(
+            self.columns, self.offsets, first, stop, base, last, run,
+            bool(self.transactional[first]),
+        )  # fmt: skip
+        self.parts.append(batch)
+        top = run.log_append_time if self.append[first] else int(self.stamps[first:stop].max())
+        for target, value in zip(self.lists, (len(batch), base, last, top, first), strict=True):
+            target.append(value)
+
+    def result(self) -> PreservedBatches:
+        sizes, base_list, last_list, max_list, first_rows = (
+            np.asarray(values, np.int64) for values in self.lists
+        )
+        return PreservedBatches(
+            b"".join(self.parts), sizes, base_list, last_list, max_list, first_rows
+        )
 
 
 def check_chunk_start(chunk: Any, after: int, log_end: int, name: str) -> int:
