@@ -272,7 +272,10 @@ def existing(tmp_path: Path) -> Path:
         (rows(offset=[5, 5], partition=[0] * 2), "offset 5 follows offset 5"),
         (rows(offset=[5, None], partition=[0] * 2), "row 1 has a null offset"),
         (rows(offset=[5], partition=[2]), "partition 2 is outside topic 't'"),
-        (rows(offset=[3, 9], partition=[0] * 2), "start at offset 3, below the partition's end"),
+        (
+            rows(offset=[3, 9], partition=[0] * 2),
+            r"offset 3 \(the base offset of their first batch\), below the partition's end",
+        ),
         (rows(offset=[5, 6], partition=[0, 0], isControl=[False, True]), "control record"),
         (
             rows(offset=[5, 6], partition=[0, 0], batchBaseOffset=[5, 5], batchLastOffset=[5, 6]),
@@ -369,3 +372,23 @@ def test_encoder_starts_force_batch_boundaries_in_both_kernels(codec: int) -> No
         expected += (E.encode_v2(part, settings, 10 + first).first_rows + first).tolist()
     assert compiled.first_rows.tolist() == expected
     assert len(expected) > 5  # size cuts too
+
+
+def test_a_batch_split_over_input_batches_stays_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also when the task's pending-bytes limit flushes between the halves of a batch."""
+    from kafka_segments_ds.writer import task
+
+    monkeypatch.setattr(task, "TASK_PENDING_BYTES", 1)
+    table = rows(
+        offset=list(range(10)),
+        batchBaseOffset=[0] * 6 + [6] * 4,
+        batchLastOffset=[5] * 6 + [9] * 4,
+        producerId=[4] * 10,
+        producerEpoch=[0] * 10,
+        baseSequence=[0] * 6 + [6] * 4,
+    )
+    write_table(iter(table.to_batches(max_chunksize=3)), tmp_path, topic="t",
+                preserveOffsets=True)  # fmt: skip
+    assert shallow(tmp_path) == [(0, 5, 4, 0, 0), (6, 9, 4, 6, 0)]

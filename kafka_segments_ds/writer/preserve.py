@@ -357,9 +357,10 @@ def check_chunk_start(chunk: Any, after: int, log_end: int, name: str) -> int:
         else:
             why = f"offset {after - 1}, the last offset of rows an earlier Spark partition wrote"
         raise InvalidInputError(
-            f"{name}: with preserveOffsets=true the rows start at offset {first}, below {why} "
-            "(offsets must increase strictly within a partition, in input order); nothing "
-            "was written"
+            f"{name}: with preserveOffsets=true the rows start at offset {first} (the base offset "
+            f"of their first batch), below {why}; offsets must increase strictly within a "
+            "partition, in input order, and a batch's rows must stay in one Spark partition; "
+            "nothing was written"
         )
     return int(chunk.last_offsets[-1]) + 1
 

@@ -371,9 +371,11 @@ class TaskWriter:
         pending = sum(c.pending_bytes for c in self.chunks.values())
         if pending > TASK_PENDING_BYTES:
             # Final: with many partitions, the unfilled batches kept back would alone stay over
-            # the limit, and every later write would encode them all again.
+            # the limit, and every later write would encode them all again. Not with
+            # preserveOffsets: a kept-back batch may continue in the next rows (one batch).
+            final = not self.job.options.preserve_offsets
             for chunk in self.chunks.values():
-                chunk.flush(self.job, final=True)
+                chunk.flush(self.job, final=final)
 
     def _topics(self, table: pa.Table) -> tuple[list[str], np.ndarray]:
         """The distinct topics of the rows and, per row, the index of its topic."""
