@@ -9,8 +9,14 @@ alternate; the ratio of medians is reported per codec.
 values, 16-byte keys) written with ``df.write.format("kafkasegments")`` (lz4) and with
 ``df.write.parquet`` (Spark's default snappy), alternating, and the ratio of median times.
 
+``preserve``: an archive of ~``--gb`` GB (4 partitions, lz4) is read back with
+``spark.read.format("kafkasegments")`` (``includeHeaders``, ``includeMetadata``), cached, and
+those rows are written with ``preserveOffsets=true`` and with ``df.write.parquet``, alternating:
+the ratio of median times (issue 21: at least 0.5x).
+
     .venv/bin/python benchmarks/bench_write.py builder --records 2000000 --runs 5
     .venv/bin/python benchmarks/bench_write.py spark --gb 1 --runs 3
+    .venv/bin/python benchmarks/bench_write.py preserve --gb 0.05 --runs 3
 """
 
 from __future__ import annotations
@@ -114,7 +120,7 @@ def bench_builder(args: argparse.Namespace) -> None:
         )
 
 
-def bench_spark(args: argparse.Namespace) -> None:
+def _spark():  # type: ignore[no-untyped-def]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -129,43 +135,96 @@ def bench_spark(args: argparse.Namespace) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     kafka_segments_ds.register(spark)
+    return spark
+
+
+def _generated(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     rows = int(args.gb * 1e9 / (VALUE_BYTES + KEY_BYTES))
-    df = spark.range(0, rows, 1, args.partitions).selectExpr(
+    return rows, spark.range(0, rows, 1, args.partitions).selectExpr(
         "cast(lpad(cast(id as string), 16, '0') as binary) as key",
         # 64 hex chars of a hash + 36 repeated: ~2x compressible, different per row
         "cast(concat(sha2(cast(id as string), 256), repeat('x', 36)) as binary) as value",
         "timestamp_millis(1700000000000 + id) as timestamp",
     )
-    base = tempfile.mkdtemp(prefix="bench-write-", dir=args.dir)
+
+
+def _alternate(df, base: str, runs: int, ours) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    """Write ``df`` with ``ours(df, target)`` and with ``df.write.parquet``, alternating."""
     times: dict[str, list[float]] = {"kafkasegments": [], "parquet": []}
+    for run in range(runs):
+        for name in ("kafkasegments", "parquet") if run % 2 == 0 else ("parquet", "kafkasegments"):
+            target = os.path.join(base, f"{name}-{run}")
+            start = time.perf_counter()
+            if name == "parquet":
+                df.write.parquet(target)
+            else:
+                ours(df, target)
+            times[name].append(time.perf_counter() - start)
+            size = sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs
+            )
+            print(f"run {run} {name}: {times[name][-1]:.2f} s, {size / 1e6:.0f} MB on disk")
+            shutil.rmtree(target)
+    return times
+
+
+def _compare(spark, df, base: str, runs: int, ours, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Alternate the writes into ``base`` (removed after), report, stop Spark."""
     try:
-        for run in range(args.runs):
-            for name in (
-                ("kafkasegments", "parquet") if run % 2 == 0 else ("parquet", "kafkasegments")
-            ):
-                target = os.path.join(base, f"{name}-{run}")
-                start = time.perf_counter()
-                if name == "parquet":
-                    df.write.parquet(target)
-                else:
-                    df.write.format("kafkasegments").mode("append").option("topic", "bench").option(
-                        "compression", "lz4"
-                    ).save(target)
-                times[name].append(time.perf_counter() - start)
-                size = sum(
-                    os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs
-                )
-                print(f"run {run} {name}: {times[name][-1]:.2f} s, {size / 1e6:.0f} MB on disk")
-                shutil.rmtree(target)
+        times = _alternate(df, base, runs, ours)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    _report(what, times)
+    spark.stop()
+
+
+def _report(what: str, times: dict[str, list[float]]) -> None:
     ks = statistics.median(times["kafkasegments"])
     pq = statistics.median(times["parquet"])
     print(
-        f"spark write {rows} rows (~{args.gb} GB): kafkasegments lz4 {ks:.2f} s, "
-        f"parquet {pq:.2f} s; speed ratio (parquet time / ours) {pq / ks:.2f}x"
+        f"{what}: kafkasegments {ks:.2f} s {[round(t, 2) for t in times['kafkasegments']]}, "
+        f"parquet {pq:.2f} s {[round(t, 2) for t in times['parquet']]}; "
+        f"speed ratio (parquet time / ours) {pq / ks:.2f}x"
     )
-    spark.stop()
+
+
+def bench_spark(args: argparse.Namespace) -> None:
+    spark = _spark()
+    rows, df = _generated(spark, args)
+    base = tempfile.mkdtemp(prefix="bench-write-", dir=args.dir)
+
+    def ours(frame, target: str) -> None:  # type: ignore[no-untyped-def]
+        frame.write.format("kafkasegments").mode("append").option("topic", "bench").option(
+            "compression", "lz4"
+        ).save(target)
+
+    _compare(spark, df, base, args.runs, ours, f"spark write {rows} rows (~{args.gb} GB), lz4")
+
+
+def bench_preserve(args: argparse.Namespace) -> None:
+    spark = _spark()
+    rows, generated = _generated(spark, args)
+    base = tempfile.mkdtemp(prefix="bench-preserve-", dir=args.dir)
+    archive = os.path.join(base, "archive")
+    generated.write.format("kafkasegments").mode("append").option("topic", "bench").option(
+        "numPartitions", "4"
+    ).option("compression", "lz4").save(archive)
+    df = (
+        spark.read.format("kafkasegments")
+        .option("includeHeaders", "true")
+        .option("includeMetadata", "true")
+        .load(archive)
+        .persist()
+    )
+    df.count()  # both writers take the same cached rows
+
+    def ours(frame, target: str) -> None:  # type: ignore[no-untyped-def]
+        frame.write.format("kafkasegments").mode("append").option("preserveOffsets", "true").save(
+            target
+        )
+
+    what = f"preserveOffsets write of {rows} read-back rows (~{args.gb} GB, lz4 batches)"
+    _compare(spark, df, base, args.runs, ours, what)
 
 
 def main() -> None:
@@ -179,8 +238,13 @@ def main() -> None:
     s.add_argument("--runs", type=int, default=3)
     s.add_argument("--partitions", type=int, default=8)
     s.add_argument("--dir", default=None, help="where to write (default: the temp dir)")
+    p = sub.add_parser("preserve")
+    p.add_argument("--gb", type=float, default=1.0)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--dir", default=None, help="where to write (default: the temp dir)")
     args = parser.parse_args()
-    bench_builder(args) if args.what == "builder" else bench_spark(args)
+    {"builder": bench_builder, "spark": bench_spark, "preserve": bench_preserve}[args.what](args)
 
 
 if __name__ == "__main__":

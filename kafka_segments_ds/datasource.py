@@ -213,8 +213,8 @@ class KafkaSegmentsDataSource(DataSource):
         from kafka_segments_ds.writer.commit import prepare_job
         from kafka_segments_ds.writer.options import parse_write_options
 
-        check_write_schema(_arrow_schema(schema))
         write_options = parse_write_options(options)
+        check_write_schema(_arrow_schema(schema), write_options.preserve_offsets)
         # refused here, on the driver, rather than by every task
         if "topic" not in schema.names and write_options.topic is None:
             raise InvalidInputError(

@@ -137,18 +137,24 @@ cdef list _columns(Column *cols, Py_ssize_t rows, key_off, key_data, key_valid, 
 
 def plan_batches(timestamps, key_off, key_valid, val_off, val_valid, header_rows, hk_off, hv_off,
                  hv_valid, int64_t batch_bytes, int64_t batch_records, int64_t[::1] body_sizes,
-                 int64_t[::1] batch_starts, int64_t[::1] region_sizes):
+                 int64_t[::1] batch_starts, int64_t[::1] region_sizes, starts=None):
     """Cut rows into batches; fill each record's body size and each batch's first row.
 
     A batch takes records while its size stays within ``batch_bytes`` and its count within
     ``batch_records``; a record that alone exceeds ``batch_bytes`` gets a batch of its own (as a
-    producer does). ``batch_starts[count]`` is set to the row count. Returns the batch count.
+    producer does). ``starts`` (uint8 per row, optional): rows where a batch must start.
+    ``batch_starts[count]`` is set to the row count. Returns the batch count.
     The sizes need only the offsets: data arrays are not read here.
     """
     cdef const int64_t[::1] ts = np.ascontiguousarray(timestamps, np.int64)
     cdef Py_ssize_t rows = ts.shape[0]
     if body_sizes.shape[0] < rows or batch_starts.shape[0] < rows + 1 or region_sizes.shape[0] < rows:
         raise ValueError("plan_batches: output arrays shorter than the rows")
+    cdef bint has_forced = starts is not None
+    cdef const uint8_t[::1] forced = np.ascontiguousarray(
+        starts if has_forced else np.zeros(1, np.uint8), np.uint8)
+    if has_forced and forced.shape[0] < rows:
+        raise ValueError("plan_batches: starts shorter than the rows")
     cdef Column cols[4]
     keep = _columns(cols, rows, key_off, None, key_valid, val_off, None, val_valid, header_rows,
                     hk_off, None, hv_off, None, hv_valid)
@@ -164,7 +170,7 @@ def plan_batches(timestamps, key_off, key_valid, val_off, val_valid, header_rows
                              &cols[3])
             total = varint_size(zigzag(body)) + body
             if count > 0 and (V2_HEADER_SIZE + region + total > batch_bytes
-                              or count >= batch_records):
+                              or count >= batch_records or (has_forced and forced[i])):
                 region_sizes[batches] = region  # close the batch; row i starts the next one
                 batches += 1
                 count = 0

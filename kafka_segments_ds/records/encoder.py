@@ -146,13 +146,16 @@ def plan_batches(
     body_sizes: np.ndarray,
     batch_starts: np.ndarray,
     region_sizes: np.ndarray,
+    starts: np.ndarray | None = None,
 ) -> int:
     """Cut rows into batches; fill each record's body size and each batch's first row.
 
     A batch takes records while its size stays within ``batch_bytes`` and its count within
     ``batch_records``; a record that alone exceeds ``batch_bytes`` gets a batch of its own (as a
-    producer does). ``batch_starts[count]`` is set to the row count. Returns the batch count.
+    producer does). ``starts`` (uint8 per row, optional): rows where a batch must start.
+    ``batch_starts[count]`` is set to the row count. Returns the batch count.
     """
+    forced = starts.tolist() if starts is not None else None
     ts = timestamps.tolist()
     columns = [a.tolist() for a in (key_off, val_off, header_rows, hk_off, hv_off)]
     k_off, v_off, h_rows, hk, hv = columns
@@ -167,7 +170,11 @@ def plan_batches(
             hv_valid,
         )  # fmt: skip
         total = _zigzag_size(body) + body
-        if count > 0 and (V2_HEADER_SIZE + region + total > batch_bytes or count >= batch_records):
+        if count > 0 and (
+            V2_HEADER_SIZE + region + total > batch_bytes
+            or count >= batch_records
+            or (forced is not None and forced[i])
+        ):
             region_sizes[batches] = region  # close the batch; row i starts the next one
             batches += 1
             count = region = 0
@@ -304,8 +311,12 @@ def encode_v2(
     settings: BatchSettings,
     first_offset: int = 0,
     buffers: tuple[list[np.ndarray], list[np.ndarray]] | None = None,
+    starts: np.ndarray | None = None,
 ) -> EncodedBatches:
     """Encode all rows of ``columns`` into magic-2 batches, offsets from ``first_offset``.
+
+    ``starts`` (uint8 per row, optional): rows that must start a batch, besides the cuts
+    ``batch_bytes``/``batch_records`` make (the offset-preserving writer's batch boundaries).
 
     Returns every batch, the last one possibly smaller than ``batch_bytes`` (the caller decides
     whether to keep it or carry its rows over to the next call). ``buffers``: two holders of
@@ -337,6 +348,7 @@ def encode_v2(
         body_sizes,
         batch_starts,
         region_sizes,
+        starts,
     )
     batch_starts = batch_starts[: count + 1]
     region_sizes = region_sizes[:count]

@@ -55,23 +55,51 @@ _TYPE_RULES = {
 }
 
 
-def check_write_schema(schema: pa.Schema) -> None:
+# preserveOffsets=true: the reader's metadata columns too (writer/preserve.py uses them)
+_PRESERVE_RULES = {
+    "offset": (pa.types.is_integer, "bigint"),
+    "timestampType": (pa.types.is_integer, "int"),
+    "producerId": (pa.types.is_integer, "bigint"),
+    "producerEpoch": (pa.types.is_integer, "smallint"),
+    "baseSequence": (pa.types.is_integer, "int"),
+    "leaderEpoch": (pa.types.is_integer, "int"),
+    "batchBaseOffset": (pa.types.is_integer, "bigint"),
+    "batchLastOffset": (pa.types.is_integer, "bigint"),
+    "isTransactional": (pa.types.is_boolean, "boolean"),
+    "isControl": (pa.types.is_boolean, "boolean"),
+    "compression": (_is_string, "string"),
+    "magic": (pa.types.is_integer, "tinyint"),  # ignored: the writer writes magic 2
+    "segment": (_is_string, "string"),  # ignored: the commit lays out segments
+    "position": (pa.types.is_integer, "bigint"),  # ignored
+}
+
+
+def check_write_schema(schema: pa.Schema, preserve_offsets: bool = False) -> None:
     """Raise :class:`InvalidInputError` unless ``schema`` is something the writer can take."""
     names = schema.names
     if len(set(names)) != len(names):
         raise InvalidInputError(f"duplicate column names in {names}")
+    rules = {**_TYPE_RULES, **_PRESERVE_RULES} if preserve_offsets else _TYPE_RULES
     for field in schema:
-        if field.name not in _TYPE_RULES:
-            hint = " (the writer assigns it; drop the column)" if field.name in _ASSIGNED else ""
+        if field.name not in rules:
+            if field.name in _ASSIGNED:
+                hint = " (the writer assigns it; drop the column, or set preserveOffsets=true)"
+            else:
+                hint = ""
             raise InvalidInputError(
                 f"unknown column {field.name!r}{hint}; the writer takes "
-                f"{', '.join(WRITE_COLUMNS)} (value required)"
+                f"{', '.join(rules)} (value required)"
             )
-        accepts, label = _TYPE_RULES[field.name]
+        accepts, label = rules[field.name]
         if not accepts(field.type):
             raise InvalidInputError(f"column {field.name!r} must be {label}, not {field.type}")
     if "value" not in names:
         raise InvalidInputError("a 'value' column (binary or string) is required")
+    if preserve_offsets and "offset" not in names:
+        raise InvalidInputError(
+            "preserveOffsets=true needs an 'offset' column (bigint): each row's offset is "
+            "written as it is"
+        )
 
 
 def binary_column(array: pa.Array | pa.ChunkedArray) -> BinaryColumn:

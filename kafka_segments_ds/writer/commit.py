@@ -57,6 +57,7 @@ from kafka_segments_ds.records.batches import probe_entry, require_complete, sca
 from kafka_segments_ds.records.builder import encode_legacy_message
 from kafka_segments_ds.records.compression import CODEC_MASK, compress, decompress
 from kafka_segments_ds.writer.options import INT32_MAX, WriteOptions
+from kafka_segments_ds.writer.preserve import check_chunk_start
 from kafka_segments_ds.writer.task import ChunkResult, JobSpec, TaskResult
 
 COPY_BLOCK_BYTES = 8 << 20  # entries copied from a chunk to a segment in runs of about this
@@ -475,6 +476,10 @@ def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.Fil
         log = _SegmentLog(fs, staged, opts)
         base = start
         for chunk in chunks.get((topic, partition), ()):
+            if opts.preserve_offsets:  # offsets as the rows give them: checked, not moved
+                base = check_chunk_start(chunk, base, start, name)
+                _copy_chunk(fs, chunk, 0, log)
+                continue
             _copy_chunk(fs, chunk, base, log)
             base += chunk.records
         if not log.bases:

@@ -54,6 +54,7 @@ WRITE_OPTIONS = {
         "errorIfTopicExists",
         "growPartitions",
         "allowEmptyOverwrite",
+        "preserveOffsets",
     )
 }
 
@@ -77,6 +78,7 @@ class WriteOptions:
     error_if_topic_exists: bool = False
     grow_partitions: bool = False  # numPartitions may exceed an existing topic's count
     allow_empty_overwrite: bool = False  # overwrite may empty an existing topic (no rows for it)
+    preserve_offsets: bool = False  # rows carry their offsets and batch fields (writer/preserve)
     storage: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:
@@ -192,6 +194,12 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
                 "option growPartitions=true needs numPartitions: the count to grow the topic to"
             )
         fields["grow_partitions"] = True
+    if (v := get("preserveoffsets")) is not None and _bool("preserveOffsets", v):
+        if magic != 2:
+            raise InvalidOptionError(
+                "preserveOffsets=true writes magic 2 batches; drop option magic"
+            )
+        fields["preserve_offsets"] = True
     return WriteOptions(**fields)
 
 

@@ -42,6 +42,7 @@ from kafka_segments_ds.writer.columns import (
     record_columns,
 )
 from kafka_segments_ds.writer.options import WriteOptions, validate_topic
+from kafka_segments_ds.writer.preserve import check_increasing, encode_preserved, row_offsets
 
 CHUNK_FLUSH_BYTES = 4 << 20  # encode a chunk's pending rows once they hold this much
 TASK_PENDING_BYTES = 64 << 20  # ... or once all chunks of the task together hold this much
@@ -277,6 +278,63 @@ class _Chunk:
         )
 
 
+class _PreservedChunk(_Chunk):
+    """preserveOffsets=true: rows carry their offsets; batches as writer/preserve.py forms them.
+
+    ``first_offsets``/``last_offsets`` of the result are absolute: the commit does not rebase."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.where = f"topic {self.topic!r} partition {self.partition}"
+        self.last_row_offset = -1  # offset of the last row added
+        self.last_batch_offset = -1  # last offset of the last batch written
+
+    def add(self, table: pa.Table) -> None:
+        offsets = row_offsets(table, self.where)
+        check_increasing(offsets, self.last_row_offset, self.where)
+        if len(offsets):
+            self.last_row_offset = int(offsets[-1])
+        super().add(table)
+
+    def flush(self, job: JobSpec, final: bool) -> None:
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending) if len(self.pending) > 1 else self.pending[0]
+        offsets = pc.cast(table.column("offset"), pa.int64()).to_numpy(zero_copy_only=False)
+        encoded = encode_preserved(table, offsets, job.batch_settings(), self.where)
+        count = len(encoded.sizes)
+        keep = count if final else count - 1
+        if keep <= 0:
+            self.flush_at = max(CHUNK_FLUSH_BYTES, 2 * self.pending_bytes)
+            return
+        if encoded.base_offsets[0] <= self.last_batch_offset:
+            raise InvalidInputError(
+                f"{self.where}: the batch of offsets [{int(encoded.base_offsets[0])}, "
+                f"{int(encoded.last_offsets[0])}] overlaps the batch before it, which ends at "
+                f"offset {self.last_batch_offset}"
+            )
+        end = int(encoded.sizes[:keep].sum())
+        self.stream.write(memoryview(encoded.data)[:end])
+        rows = int(encoded.first_rows[keep]) if keep < count else table.num_rows
+        positions = np.concatenate(([0], np.cumsum(encoded.sizes[: keep - 1]))).astype(np.int64)
+        self.meta.append(
+            (
+                positions + self.written,
+                encoded.sizes[:keep],
+                encoded.base_offsets[:keep],
+                encoded.last_offsets[:keep],
+                encoded.max_timestamps[:keep],
+            )
+        )
+        self.last_batch_offset = int(encoded.last_offsets[keep - 1])
+        self.written += end
+        self.next_offset += rows  # here: the count of rows written
+        rest = table.slice(rows)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_bytes = rest.nbytes if rest.num_rows else 0
+        self.flush_at = max(CHUNK_FLUSH_BYTES, 2 * self.pending_bytes)
+
+
 class TaskWriter:
     """Writes the rows of one Spark task (or of :func:`write_table`) into staged chunks."""
 
@@ -293,7 +351,7 @@ class TaskWriter:
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if not self.checked:
-            check_write_schema(batch.schema)
+            check_write_schema(batch.schema, self.job.options.preserve_offsets)
             self.checked = True
         if batch.num_rows == 0:
             return
@@ -313,9 +371,11 @@ class TaskWriter:
         pending = sum(c.pending_bytes for c in self.chunks.values())
         if pending > TASK_PENDING_BYTES:
             # Final: with many partitions, the unfilled batches kept back would alone stay over
-            # the limit, and every later write would encode them all again.
+            # the limit, and every later write would encode them all again. Not with
+            # preserveOffsets: a kept-back batch may continue in the next rows (one batch).
+            final = not self.job.options.preserve_offsets
             for chunk in self.chunks.values():
-                chunk.flush(self.job, final=True)
+                chunk.flush(self.job, final=final)
 
     def _topics(self, table: pa.Table) -> tuple[list[str], np.ndarray]:
         """The distinct topics of the rows and, per row, the index of its topic."""
@@ -418,7 +478,8 @@ class TaskWriter:
         chunk = self.chunks.get((topic, partition))
         if chunk is None:
             path = f"{self.directory}/{topic}-{partition}.log"
-            chunk = self.chunks[(topic, partition)] = _Chunk(
+            kind = _PreservedChunk if self.job.options.preserve_offsets else _Chunk
+            chunk = self.chunks[(topic, partition)] = kind(
                 self.fs, path, topic, partition, self.buffers
             )
         chunk.add(table)
