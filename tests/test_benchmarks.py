@@ -119,6 +119,11 @@ SPARK_CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["spark", "--gb", "0.002", "--runs", "1", "--partitions", "2", "--dir", "{data}"],
         ["spark write", "speed ratio"],
     ),
+    "write_preserve": (
+        "bench_write.py",
+        ["preserve", "--gb", "0.002", "--runs", "1", "--partitions", "2", "--dir", "{data}"],
+        ["preserveOffsets"],
+    ),
 }
 
 
