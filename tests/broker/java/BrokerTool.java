@@ -52,10 +52,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       partitions; the producers' transactions are open at the same time, so their batches
  *       interleave in each partition; every K-th transaction (counted over all producers) aborts
  * BrokerTool serve   commands from standard input, one a line (arguments separated by tabs)
- * BrokerTool consume --bootstrap B --topic T [--isolation read_committed|read_uncommitted]
+ * BrokerTool consume --bootstrap B --topic T [--isolation read_committed|read_uncommitted] [--group G]
  *   every record of every partition from the beginning to the end offset (the last stable offset
  *   under read_committed), one JSON line each: topic, partition, offset, key, value (base64 or
- *   null), headers [[key, base64 or null]], timestamp, timestampType (0 CreateTime, 1 LogAppend)
+ *   null), headers [[key, base64 or null]], timestamp, timestampType (0 CreateTime, 1 LogAppend);
+ *   with --group, then commits the positions reached as consumer group G (into __consumer_offsets)
  * </pre>
  */
 public final class BrokerTool {
@@ -344,6 +345,10 @@ public final class BrokerTool {
         p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args.get("isolation", "read_uncommitted"));
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5000");
+        String group = args.get("group", null);
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        }
         String topic = args.need("topic");
         StringBuilder out = new StringBuilder();
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
@@ -380,6 +385,9 @@ public final class BrokerTool {
                     out.append(", \"timestampType\": ").append(r.timestampType().id);
                     out.append("}\n");
                 }
+            }
+            if (group != null) {
+                consumer.commitSync();
             }
         }
         stdout.print(out);

@@ -1,0 +1,156 @@
+"""Kafka's DumpLogSegments (kafka-dump-log) output parsed for the broker tests, and our
+``kafka-segments`` run as a command, both giving plain dicts to compare structurally.
+
+DumpLogSegments prints, per file, ``Dumping PATH``, then per batch one ``baseOffset: ...`` line of
+``name: value`` pairs and per record (``--deep-iteration``) one ``| offset: ...`` line whose tail
+is ``key: K payload: P`` (``--print-data-log``), a decoder's ``key: JSON payload: JSON``, a
+control record's ``endTxnMarker: COMMIT coordinatorEpoch: 0`` or a KRaft control record's
+``NAME {JSON}`` / ``NAME: {JSON}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from kafka_broker import Broker
+
+KAFKA_SEGMENTS = [sys.executable, "-m", "kafka_segments_ds"]
+DUMP_LOG = "kafka.tools.DumpLogSegments"
+
+# "name: value" pairs of a batch line, values without spaces
+_PAIR = re.compile(r"(\w+): (\S+)")
+_RECORD_HEAD = re.compile(
+    r"\| offset: (?P<offset>\d+) (?P<ts_type>CreateTime|LogAppendTime|NoTimestampType): "
+    r"(?P<timestamp>-?\d+) keySize: (?P<key_size>-?\d+) valueSize: (?P<value_size>-?\d+) "
+    r"sequence: (?P<sequence>-?\d+) headerKeys: \[(?P<header_keys>[^\]]*)\](?P<rest>.*)$"
+)
+_BATCH_INTS = (
+    "baseOffset",
+    "lastOffset",
+    "count",
+    "baseSequence",
+    "lastSequence",
+    "producerId",
+    "producerEpoch",
+    "partitionLeaderEpoch",
+    "position",
+    "size",
+    "magic",
+    "crc",
+)
+
+
+def parse_dump_log(text: str) -> dict[str, list[dict[str, Any]]]:
+    """DumpLogSegments' output: file path -> its batches, each with a ``records`` list."""
+    files: dict[str, list[dict[str, Any]]] = {}
+    batches: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if line.startswith("Dumping "):
+            batches = files.setdefault(line[len("Dumping ") :], [])
+        elif line.startswith("baseOffset: "):
+            pairs = dict(_PAIR.findall(line))
+            batch: dict[str, Any] = {k: int(pairs[k]) for k in _BATCH_INTS}
+            batch["isTransactional"] = pairs["isTransactional"] == "true"
+            batch["isControl"] = pairs["isControl"] == "true"
+            batch["compresscodec"] = pairs["compresscodec"]
+            batch["isvalid"] = pairs["isvalid"] == "true"
+            stamp = re.search(r"(CreateTime|LogAppendTime|NoTimestampType): (-?\d+)", line)
+            assert stamp is not None, line
+            batch["timestampType"], batch["maxTimestamp"] = stamp.group(1), int(stamp.group(2))
+            batch["records"] = []
+            batches.append(batch)
+        elif line.startswith("| offset: "):
+            m = _RECORD_HEAD.match(line)
+            assert m is not None, line
+            record: dict[str, Any] = {
+                k: int(m.group(k))
+                for k in ("offset", "timestamp", "key_size", "value_size", "sequence")
+            }
+            record["timestampType"] = m.group("ts_type")
+            keys = m.group("header_keys")
+            record["header_keys"] = keys.split(",") if keys else []
+            record["rest"] = m.group("rest").strip()
+            batches[-1]["records"].append(record)
+    return files
+
+
+def split_key_payload(rest: str) -> tuple[str | None, str | None]:
+    """``key: K payload: P`` (either part absent for a null) as (K, P)."""
+    key = payload = None
+    if rest.startswith("key: "):
+        at = rest.find(" payload: ")
+        key, rest = (rest[5:], "") if at < 0 else (rest[5:at], rest[at + 1 :])
+    if rest.startswith("payload: "):
+        payload = rest[len("payload: ") :]
+    return key, payload
+
+
+def dump_log(broker: Broker, *args: str, files: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """DumpLogSegments with ``args`` over ``files``, all in one JVM, parsed."""
+    out = broker.run_class(DUMP_LOG, *args, "--files", ",".join(str(f) for f in files))
+    return parse_dump_log(out)
+
+
+def kafka_segments(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``kafka-segments ARGS`` as a user runs it (a new process), output captured."""
+    done = subprocess.run(
+        [*KAFKA_SEGMENTS, *map(str, args), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kafka-segments {args} exited {done.returncode}:\n{done.stderr}")
+    return done
+
+
+def jsonl(*args: str | Path) -> list[dict[str, Any]]:
+    """``kafka-segments dump ARGS`` (JSON lines) parsed."""
+    out = kafka_segments("dump", "--format", "jsonl", *args).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def camel(name: str) -> str:
+    """Our decoders' snake_case field name in Kafka's JSON spelling (camelCase)."""
+    head, *tail = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in tail)
+
+
+def differences(kafka: Any, ours: Any, where: str = "") -> list[str]:
+    """Where Kafka's decoded JSON and ours disagree, for the fields Kafka prints.
+
+    Our decoders wrap nested messages (a consumer's subscription and assignment) as
+    ``{"type", "version", "data"}``; Kafka prints their data alone. Fields only we print (tagged
+    fields Kafka omits when absent, derived names) are not compared."""
+    if (
+        isinstance(ours, dict)
+        and "data" in ours
+        and not (isinstance(kafka, dict) and "data" in kafka)
+    ):
+        ours = ours["data"]
+    if isinstance(kafka, dict):
+        if not isinstance(ours, dict):
+            return [f"{where}: Kafka {kafka!r}, ours {ours!r}"]
+        ours_camel = {camel(k): v for k, v in ours.items()}
+        found = []
+        for name, value in kafka.items():
+            if name not in ours_camel:
+                found.append(f"{where}.{name}: Kafka prints {value!r}, ours has no such field")
+            else:
+                found += differences(value, ours_camel[name], f"{where}.{name}")
+        return found
+    if isinstance(kafka, list):
+        if not isinstance(ours, list) or len(ours) != len(kafka):
+            return [f"{where}: Kafka {kafka!r}, ours {ours!r}"]
+        return [
+            d
+            for i, (a, b) in enumerate(zip(kafka, ours, strict=True))
+            for d in differences(a, b, f"{where}[{i}]")
+        ]
+    return [] if kafka == ours else [f"{where}: Kafka {kafka!r}, ours {ours!r}"]
