@@ -72,6 +72,8 @@ KAFKA_METADATA_RECORDS = {
     25: ("AbortTransactionRecord", (0, 0)),
     26: ("RemoveDelegationTokenRecord", (0, 0)),
     27: ("RegisterControllerRecord", (0, 0)),
+    # ClearElrRecord.json (apiKey 28, Kafka 4.0+; a 4.1 broker writes it: tests/broker)
+    28: ("ClearElrRecord", (0, 0)),
 }
 
 

@@ -347,4 +347,11 @@ SCHEMAS: dict[int, Message] = {
             ),
         ),
     ),
+    # Kafka 4.0+: the controller clears eligible leader replicas (ELR) of one topic ("" for all)
+    28: Message(
+        "ClearElrRecord",
+        (0, 0),
+        0,
+        (Field("topic_name", "string"),),
+    ),
 }

@@ -138,7 +138,7 @@ class Broker:
             flag = "--" + name.replace("_", "-")
             if value is True:
                 args.append(flag)
-            elif value not in (False, None):
+            elif value is not False and value is not None:  # 0 is a value (0 == False)
                 args += [flag, str(value)]
         return json.loads(self.tool("produce", *args).strip().splitlines()[-1])
 

@@ -284,7 +284,6 @@ def test_decoders_equal_dump_log_decoders(
                 found += compare_decoded(record["rest"], row, f"{topic}@{record['offset']}")
                 compared += 1
     assert compared == len(ours)
-    # ClearElrRecord (api key 28, Kafka 4.x) is not decoded: test_metadata_decoder_clear_elr
     assert [f for f in found if not unknown_record_type(f, ours)] == []
     text = json.dumps([r["key"] for r in ours.values()])
     assert {"__consumer_offsets": GROUP, "__transaction_state": "dls-txn-1"}.get(topic, "") in text
@@ -299,11 +298,6 @@ def unknown_record_type(difference: str, ours: dict[Any, dict[str, Any]]) -> boo
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kafka_segments_ds/internal_topics/metadata_schemas.py has no ClearElrRecord (api key "
-    "28, Kafka 4.x: {topicName}): dump --decoder metadata prints it as type unknown",
-)
 def test_metadata_decoder_clear_elr(archive: dict[str, Path]) -> None:
     """Every record of the broker's own metadata log is decoded (a 4.1 broker writes
     ClearElrRecord when the internal topics are created)."""
