@@ -62,7 +62,6 @@ except ImportError as err:
     ) from err
 if (_untested := check_spark_version(pyspark.__version__)) is not None:
     logging.getLogger(__name__).warning(_untested)
-SPARK_VERSION = _spark_version(pyspark.__version__)
 
 from pyspark import TaskContext
 from pyspark.errors import AnalysisException
