@@ -72,11 +72,11 @@ def register(spark: Any) -> None:
     spark
         A :class:`pyspark.sql.SparkSession`, classic or Spark Connect.
     """
-    from kafka_segments_ds.datasource import KafkaSegmentsDataSource
+    from kafka_segments_ds.datasource import KafkaSegmentsDataSource, register_source
 
     if _is_registered(spark, KafkaSegmentsDataSource.name()):
         return
-    spark.dataSource.register(KafkaSegmentsDataSource)
+    register_source(spark)
 
 
 def _is_registered(spark: Any, name: str) -> bool:

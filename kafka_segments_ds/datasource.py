@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -62,9 +62,9 @@ except ImportError as err:
     ) from err
 if (_untested := check_spark_version(pyspark.__version__)) is not None:
     logging.getLogger(__name__).warning(_untested)
-SPARK_VERSION = _spark_version(pyspark.__version__)
 
 from pyspark import TaskContext
+from pyspark.errors import AnalysisException
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -247,6 +247,16 @@ def schema_columns(schema: StructType) -> tuple[str, ...]:
     return columns
 
 
+def register_source(spark: Any) -> None:
+    """``spark.dataSource.register`` of the source, which a Spark Connect server may have found
+    already: pyspark 4.1+ replaces it, 4.0 refuses a name it knows (then it is registered)."""
+    try:
+        spark.dataSource.register(KafkaSegmentsDataSource)
+    except AnalysisException as err:
+        if err.getErrorClass() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+
+
 @dataclass(frozen=True)
 class SegmentScanPartition(InputPartition):
     """The scan tasks of one Spark task, read in turn (none: the one empty partition of an
@@ -304,7 +314,7 @@ try:  # pyspark 4.2+: read limits (admission control) and Trigger.AvailableNow
 
     _HAS_ADMISSION_CONTROL = True
     _STREAM_MIXINS: tuple[type, ...] = (SupportsTriggerAvailableNow,)
-except ImportError:  # pyspark 4.1: latestOffset() only; AvailableNow reads all in one batch
+except ImportError:  # pyspark 4.0 and 4.1: latestOffset() only; AvailableNow reads all in one batch
     _HAS_ADMISSION_CONTROL = False
     _STREAM_MIXINS = ()
 
@@ -353,7 +363,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         start: dict | None = None,
         limit: object | None = None,  # type: ignore[type-arg]
     ) -> dict:  # type: ignore[type-arg]
-        """pyspark 4.2+ passes the batch's start and a read limit; 4.1 passes neither."""
+        """pyspark 4.2+ passes the batch's start and a read limit; 4.0 and 4.1 pass neither."""
         from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
 
         max_offsets = min_offsets = None
@@ -464,7 +474,7 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema of the rows Spark hands the writer, timestamps in UTC."""
-    # pyspark 4.2 replaced to_arrow_schema's timestamp_utc=True (4.1) by timezone=...
+    # pyspark 4.2 replaced to_arrow_schema's timestamp_utc=True (4.0, 4.1) by timezone=...
     if "timezone" in inspect.signature(to_arrow_schema).parameters:
         return to_arrow_schema(schema, timezone="UTC")
     return to_arrow_schema(schema)

@@ -102,6 +102,7 @@ def _expected_rows(table: pa.Table) -> list[list[Any]]:
     return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
 
 
+@pytest.mark.spark_matrix
 def test_connect_reads_auto_registered_source(
     connect_url: str, spark_script: Callable[..., Any], sample_dir: Path, tmp_path: Path
 ) -> None:

@@ -39,6 +39,7 @@ def _rows_from_table(table: pa.Table) -> list[dict]:
     return sorted(rows, key=lambda r: (r.get("topic"), r.get("partition"), r.get("offset")))
 
 
+@pytest.mark.spark_matrix
 @pytest.mark.parametrize(
     "options",
     [

@@ -129,6 +129,7 @@ def test_lookup_module_is_lazy(tmp_path: Path, script_env: dict[str, str]) -> No
     assert json.loads(done.stdout) == ["kafkasegments", []]
 
 
+@pytest.mark.spark_matrix
 def test_auto_registration_from_another_directory(
     spark_script: Callable[..., Any], sample_dir: Path, tmp_path: Path
 ) -> None:

@@ -21,6 +21,7 @@ except ImportError:  # pyspark 4.0: Spark pushes no filters into a Python data s
     pytest.skip("Python data sources take pushed filters from pyspark 4.1", allow_module_level=True)
 
 
+@pytest.mark.spark_matrix
 def test_spark_reuses_a_pushed_down_plan_for_a_later_query_without_filters(spark) -> None:  # type: ignore[no-untyped-def]
     # defined here, not at module level, so that cloudpickle ships them to the Python workers
     class _Toy(DataSource):

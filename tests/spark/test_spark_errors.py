@@ -12,6 +12,8 @@ import pytest
 
 from kafka_segments_ds.samples import write_sample_log_dir
 
+pytestmark = pytest.mark.spark_matrix  # all of it, on every pyspark of the matrix
+
 
 @pytest.fixture(scope="module")
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

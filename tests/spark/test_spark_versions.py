@@ -11,6 +11,8 @@ import pytest
 
 from kafka_segments_ds.datasource import NEWEST_TESTED_SPARK, check_spark_version
 
+pytestmark = pytest.mark.spark_matrix  # all of it, on every pyspark of the matrix
+
 INSTALL = "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)"
 
 

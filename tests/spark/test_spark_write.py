@@ -117,6 +117,7 @@ def _values(root: Path, topic: str) -> list[tuple[int, int, bytes]]:
     )
 
 
+@pytest.mark.spark_matrix
 def test_round_trip_through_spark_and_read_table(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     target = str(tmp_path / "logs")
     df = spark.range(0, ROWS, 1, TASKS).selectExpr(*INPUT_SQL)
@@ -314,6 +315,7 @@ def test_task_starting_after_abort_leaves_nothing(tmp_path: Path) -> None:
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.spark_matrix
 @pytest.mark.parametrize(
     ("columns", "options", "message"),
     [

@@ -240,6 +240,7 @@ def test_rate_limit_shares_by_lag_as_spark() -> None:
 # -- queries ---------------------------------------------------------------------------------
 
 
+@pytest.mark.spark_matrix
 def test_earliest_available_now_in_rate_limited_batches(spark, tmp_path: Path, queries) -> None:  # type: ignore[no-untyped-def]
     logs = tmp_path / "logs"
     a, b = LiveLog(logs, "a", 0), LiveLog(logs, "b", 0)
@@ -251,7 +252,7 @@ def test_earliest_available_now_in_rate_limited_batches(spark, tmp_path: Path, q
     q = start(
         spark, queries, logs, available_now=True, startingOffsets="earliest", maxOffsetsPerTrigger=9
     )
-    if not HAS_READ_LIMITS:  # pyspark 4.1: a clear error; AvailableNow reads all in one batch
+    if not HAS_READ_LIMITS:  # pyspark 4.0/4.1: a clear error; AvailableNow reads all in one batch
         with pytest.raises(Exception, match=NO_READ_LIMITS.format("maxOffsetsPerTrigger")):
             q.query.awaitTermination()
         q = start(spark, queries, logs, available_now=True, startingOffsets="earliest")
@@ -266,6 +267,7 @@ def test_earliest_available_now_in_rate_limited_batches(spark, tmp_path: Path, q
     assert q.batch_rows() == [8, 9, 6]
 
 
+@pytest.mark.spark_matrix
 def test_default_starts_at_latest_and_reads_appends_and_rolls(
     spark, tmp_path: Path, queries
 ) -> None:  # type: ignore[no-untyped-def]
@@ -418,6 +420,7 @@ def test_stream_of_a_segment_being_written_in_pieces(
     assert seen == [records * (i // 4 + (i % 4 == 3)) for i in range(batches * 4)]
 
 
+@pytest.mark.spark_matrix
 def test_exactly_once_across_restarts_with_parquet(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     logs, out, checkpoint = tmp_path / "logs", tmp_path / "out", tmp_path / "checkpoint"
     t0, t1 = LiveLog(logs, "t", 0), LiveLog(logs, "t", 1)
@@ -610,6 +613,7 @@ def test_a_commit_in_progress_holds_the_stream(tmp_path: Path) -> None:
     assert planner.next_offsets(begin) == {("t", 0): 5}
 
 
+@pytest.mark.spark_matrix
 def test_min_offsets_per_trigger_in_a_query(spark, tmp_path: Path, queries) -> None:  # type: ignore[no-untyped-def]
     logs = tmp_path / "logs"
     t = LiveLog(logs, "t", 0)
