@@ -90,18 +90,27 @@ def _release(version: str) -> tuple[int, ...] | None:
 
 def connector_version(pyspark_version: str) -> str:
     """The installed pyspark's version where Maven Central has the connector; else the newest
-    release of the same major version below it."""
+    release of the same major version below it. Asked of Maven Central once, then kept in the
+    cache."""
+    chosen = CACHE / f"spark-kafka-for-pyspark-{pyspark_version}"
+    if chosen.exists():
+        return chosen.read_text().strip()
     group, artifact = CONNECTOR.split(":")
     url = f"{CENTRAL}/{group.replace('.', '/')}/{artifact}/maven-metadata.xml"
     with urllib.request.urlopen(url, timeout=60) as reply:
         listed = re.findall(r"<version>([^<]+)</version>", reply.read().decode())
     want = _release(pyspark_version)
-    if want is None or pyspark_version in listed:
-        return pyspark_version
-    older = [v for v in listed if (r := _release(v)) and r[0] == want[0] and r < want]
-    if not older:
-        sys.exit(f"Maven Central has no {CONNECTOR} for Spark {want[0]}.x up to {pyspark_version}")
-    return max(older, key=lambda v: _release(v) or ())
+    version = pyspark_version
+    if want is not None and pyspark_version not in listed:
+        older = [v for v in listed if (r := _release(v)) and r[0] == want[0] and r < want]
+        if not older:
+            sys.exit(
+                f"Maven Central has no {CONNECTOR} for Spark {want[0]}.x up to {pyspark_version}"
+            )
+        version = max(older, key=lambda v: _release(v) or ())
+    CACHE.mkdir(parents=True, exist_ok=True)
+    chosen.write_text(version + "\n")
+    return version
 
 
 def connector_jars(version: str) -> list[Path]:
