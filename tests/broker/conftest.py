@@ -36,6 +36,13 @@ def _tools_present() -> None:
 
 
 @pytest.fixture(scope="session")
+def broker_tools() -> None:
+    """Java and Maven are present (else a skip naming what to install; under CI a failure),
+    for tests that start brokers of their own (the benchmarks' smoke runs)."""
+    _tools_present()
+
+
+@pytest.fixture(scope="session")
 def broker_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     _tools_present()
     node = Broker(tmp_path_factory.mktemp("kafka-broker"))
