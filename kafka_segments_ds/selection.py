@@ -139,9 +139,10 @@ def check_all_named(
     stream: bool = False,
 ) -> None:
     """Spark's Kafka source's rule for offsets JSON: it names exactly the selected partitions
-    (:class:`InvalidOptionError` otherwise, in Spark's words)."""
+    (:class:`InvalidOptionError` otherwise, in Spark's words). A partition whose directory is
+    not named ``<topic>-<partition>`` cannot be named in JSON: it keeps the default bound."""
     named = set(specified)
-    assigned = {(p.topic, p.partition): p for p in selected}
+    assigned = {(p.topic, p.partition): p for p in selected if p.topic is not None}
     if named == set(assigned):
         return
     unnamed = [_partition_name(assigned[tp]) for tp in sorted(set(assigned) - named, key=_order)]

@@ -55,6 +55,22 @@ def test_dump_from_offset_past_the_end_of_some_partitions(
     assert (status, lines, err) == (0, [], "")
 
 
+def test_dump_offset_range_over_a_directory_not_named_topic_partition(
+    three_partitions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory not called <topic>-<partition> cannot be named in offsets JSON: dump keeps
+    its range by filtering rows, and the partitions that are named still get theirs."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for segment in (three_partitions / "b-0").iterdir():
+        (plain / segment.name).write_bytes(segment.read_bytes())
+    argv = ["dump", str(three_partitions / "b-0"), str(plain), "--from-offset", "3"]
+    status, lines, err = run(capsys, *argv)
+    assert (status, err) == (0, "")
+    offsets = [json.loads(line)["offset"] for line in lines]
+    assert sorted(offsets) == [3, 3, 4, 4]
+
+
 def test_dump_subscribe_with_an_offset_range(
     three_partitions: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
