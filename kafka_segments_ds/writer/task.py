@@ -348,6 +348,9 @@ class TaskWriter:
         self.spread: dict[str, int] = {}  # next round-robin partition for null keys, per topic
         self.checked = False
         self.buffers: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # encoder memory
+        # flush every chunk above this; grows while flushes leave batches kept back (as a
+        # chunk's flush_at), so kept-back batches are not encoded again at every write
+        self.pending_limit = TASK_PENDING_BYTES
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if not self.checked:
@@ -369,13 +372,16 @@ class TaskWriter:
                 first = rows[0]
                 self._route(names[codes[first]], int(partitions[first]), payload.take(rows))
         pending = sum(c.pending_bytes for c in self.chunks.values())
-        if pending > TASK_PENDING_BYTES:
+        if pending > self.pending_limit:
             # Final: with many partitions, the unfilled batches kept back would alone stay over
             # the limit, and every later write would encode them all again. Not with
-            # preserveOffsets: a kept-back batch may continue in the next rows (one batch).
+            # preserveOffsets: a kept-back batch may continue in the next rows (one batch), so
+            # the limit grows past what stays pending instead.
             final = not self.job.options.preserve_offsets
             for chunk in self.chunks.values():
                 chunk.flush(self.job, final=final)
+            kept = sum(c.pending_bytes for c in self.chunks.values())
+            self.pending_limit = max(TASK_PENDING_BYTES, 2 * kept)
 
     def _topics(self, table: pa.Table) -> tuple[list[str], np.ndarray]:
         """The distinct topics of the rows and, per row, the index of its topic."""
