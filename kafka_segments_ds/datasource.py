@@ -253,7 +253,7 @@ def register_source(spark: Any) -> None:
     try:
         spark.dataSource.register(KafkaSegmentsDataSource)
     except AnalysisException as err:
-        if err.getErrorClass() != "DATA_SOURCE_ALREADY_EXISTS":
+        if err.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
             raise
 
 

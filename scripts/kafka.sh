@@ -197,19 +197,29 @@ EOF
     done
 }
 
-# wait until each pattern shows in DIR/broker.log past its first SEEN lines; fail if pid dies
+# wait until every pattern (-e P, fixed strings) shows in DIR/broker.log past its first SEEN
+# lines; fail if pid dies (a legacy broker's ZooKeeper is stopped with it)
 wait_logged() {
-    local dir="$1" seen="$2" pid="$3"
+    local dir="$1" seen="$2" pid="$3" pattern found
     shift 3
+    local patterns=()
+    while [ $# -gt 0 ]; do
+        [ "$1" = -e ] && shift
+        patterns+=("$1")
+        shift
+    done
     for _ in $(seq "$((START_TIMEOUT_S * 10))"); do
-        if [ "$(tail -n "+$((seen + 1))" "$dir/broker.log" | grep -c "$@")" -ge "$(($# / 2))" ]; then
-            return 0
-        fi
+        found=1
+        for pattern in "${patterns[@]}"; do
+            tail -n "+$((seen + 1))" "$dir/broker.log" | grep -qF -- "$pattern" || { found=0; break; }
+        done
+        [ "$found" = 1 ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$dir/broker.pid"
+    stop_pid "$dir/zookeeper.pid" --kill
     tail -n 40 "$dir/broker.out" "$dir/broker.log" >&2 || true
     die "the broker did not start within ${START_TIMEOUT_S}s (or exited)"
 }
@@ -286,11 +296,16 @@ EOF
     zpid=$!
     echo "$zpid" >"$dir/zookeeper.pid"
     watch_owner "$zpid"
+    local serving=0
     for _ in $(seq "$((START_TIMEOUT_S * 10))"); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$zport") 2>/dev/null && break
+        (exec 3<>"/dev/tcp/127.0.0.1/$zport") 2>/dev/null && { serving=1; break; }
         kill -0 "$zpid" 2>/dev/null || die "ZooKeeper exited: $(tail -n 20 "$dir/zookeeper.out")"
         sleep 0.1
     done
+    if [ "$serving" != 1 ]; then
+        stop_pid "$dir/zookeeper.pid" --kill
+        die "ZooKeeper did not serve on port $zport within ${START_TIMEOUT_S}s"
+    fi
     touch "$dir/broker.log"
     seen="$(wc -l <"$dir/broker.log")"
     setsid java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \

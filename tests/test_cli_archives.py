@@ -347,3 +347,17 @@ def test_stats_counts_aborted_transactions_with_or_without_txnindex(
     assert (got["records"], got["aborted_records"], got["aborted_transactions"]) == (7, 3, 2)
     committed = run(capsys, "dump", str(two_aborts), "--isolation", "read_committed")[1]
     assert [r[2] for r in rows(committed)] == [0, 1, 5, 8]
+
+
+def test_stats_refuses_range_options(
+    three_partitions: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, lines, err = run(
+        capsys, "stats", str(three_partitions), "--option", "startingOffsets=earliest"
+    )
+    assert (status, lines) == (2, [])
+    assert err == (
+        "kafka-segments: error: stats counts whole partitions: startingOffsets not supported "
+        "here (select partitions with subscribe/assign; dump --from-offset/--to-offset reads a "
+        "range)\n"
+    )

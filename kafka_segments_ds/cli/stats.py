@@ -30,6 +30,7 @@ from kafka_segments_ds.cli.common import (
     selected_partitions,
     write_lines,
 )
+from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import parse_read_options
@@ -195,7 +196,25 @@ _STATS_TABLE = (
 )
 
 
+# reader options that narrow a read to a range: stats counts whole partitions
+_RANGE_OPTIONS = (
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+)
+
+
 def run(args: argparse.Namespace) -> int:
+    ranged = [key for key in args.option if key.lower() in _RANGE_OPTIONS]
+    if ranged:
+        raise InvalidOptionError(
+            f"stats counts whole partitions: {', '.join(sorted(ranged))} not supported here "
+            "(select partitions with subscribe/assign; dump --from-offset/--to-offset reads a "
+            "range)"
+        )
     parts = selected_partitions(args.paths, args.option)
     results = []
     for filesystem, part in progress(parts, args.quiet, "stats"):

@@ -59,8 +59,8 @@ def legacy_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     module that asks for it."""
     _tools_present()
     node = Broker(tmp_path_factory.mktemp("kafka-legacy-broker"), legacy=True)
-    node.start()
     try:
+        node.start()
         yield node
     finally:
         node.close()

@@ -49,7 +49,8 @@ class Broker:
 
     @property
     def running(self) -> bool:
-        return (self.home / "broker.pid").exists()
+        """A broker (or a legacy broker's ZooKeeper) started from here has not been stopped."""
+        return any((self.home / name).exists() for name in ("broker.pid", "zookeeper.pid"))
 
     def _script(self, *args: str, timeout: float = TOOL_TIMEOUT_S) -> str:
         done = subprocess.run(
