@@ -132,60 +132,64 @@ def takes_filters(push_filters: str, version: str) -> bool:
 
 def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
     """The bounds that the filters (all ANDed) put on topic, partition, offset and timestamp
-    (the lowest timestamp, in ms): what no row of the result lies outside. Other filters, and
-    values of other types than the column's, bound nothing."""
+    (the lowest, in ms): what no row of the result lies outside. Other filters, and values of
+    other types than the column's, bound nothing."""
     from kafka_segments_ds.planning import Pruning
 
     topics: set[str] | None = None
     partitions: set[int] | None = None
-    low: int | None = None
-    high: int | None = None
+    spans: dict[str, tuple[int | None, int | None]] = {
+        "partition": (None, None),
+        "offset": (None, None),
+    }
     min_ms: int | None = None
     for flt in filters:
         column = getattr(flt, "attribute", None)
-        if column not in (("topic",), ("partition",), ("offset",), ("timestamp",)):
-            continue
-        name = column[0]
         value = getattr(flt, "value", None)
-        if name == "timestamp":
-            lower = (EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual)
-            if isinstance(flt, lower) and isinstance(value, datetime.datetime):
-                ms = _epoch_ms(value)
-                min_ms = ms if min_ms is None else max(min_ms, ms)
-            continue
-        if isinstance(flt, EqualTo | EqualNullSafe):
-            values: tuple[Any, ...] = (value,)
-        elif isinstance(flt, In):
-            values = tuple(value)
-        elif name == "offset" and _is_int(value):
-            if isinstance(flt, GreaterThan | GreaterThanOrEqual):
-                bound = value + (1 if isinstance(flt, GreaterThan) else 0)
-                low = bound if low is None else max(low, bound)
-            elif isinstance(flt, LessThan | LessThanOrEqual):
-                bound = value + (1 if isinstance(flt, LessThanOrEqual) else 0)
-                high = bound if high is None else min(high, bound)
-            continue
-        else:
-            continue
-        if name == "topic":
-            if all(isinstance(v, str) for v in values):
+        values = tuple(value) if isinstance(flt, In) else (value,)
+        equal = isinstance(flt, EqualTo | EqualNullSafe | In)
+        if column == ("timestamp",):
+            if (equal or isinstance(flt, GreaterThan | GreaterThanOrEqual)) and all(
+                isinstance(v, datetime.datetime) for v in values
+            ):
+                ms = min((_epoch_ms(v) for v in values), default=None)
+                if ms is not None:
+                    min_ms = ms if min_ms is None else max(min_ms, ms)
+        elif column == ("topic",):
+            if equal and all(isinstance(v, str) for v in values):
                 topics = set(values) if topics is None else topics & set(values)
-        elif all(_is_int(v) for v in values):
-            if name == "partition":
-                partitions = set(values) if partitions is None else partitions & set(values)
-            elif values:  # offset: the values span [min, max]
-                bound_low, bound_high = min(values), max(values) + 1
-                low = bound_low if low is None else max(low, bound_low)
-                high = bound_high if high is None else min(high, bound_high)
-            else:  # offset IN (): nothing
-                low, high = 0, 0
+        elif column in (("partition",), ("offset",)) and all(_is_int(v) for v in values):
+            low, high = spans[column[0]]
+            if equal:
+                if column == ("partition",):
+                    partitions = set(values) if partitions is None else partitions & set(values)
+                low = max(low or 0, min(values, default=0))
+                high = _lowest(high, max(values, default=-1) + 1)
+            elif isinstance(flt, GreaterThan | GreaterThanOrEqual):
+                low = max(low or 0, value + isinstance(flt, GreaterThan))
+            elif isinstance(flt, LessThan | LessThanOrEqual):
+                high = _lowest(high, value + isinstance(flt, LessThanOrEqual))
+            spans[column[0]] = (low, high)
+    (partition_low, partition_high), (offset_low, offset_high) = spans.values()
+    if partitions is not None:
+        partitions = {p for p in partitions if _within(p, partition_low, partition_high)}
     return Pruning(
         topics=None if topics is None else frozenset(topics),
         partitions=None if partitions is None else frozenset(partitions),
-        offset_low=None if low is None else max(low, 0),
-        offset_high=None if high is None else max(high, 0),
+        partition_low=partition_low,
+        partition_high=None if partition_high is None else max(partition_high, 0),
+        offset_low=offset_low,
+        offset_high=None if offset_high is None else max(offset_high, 0),
         min_timestamp=min_ms,
     )
+
+
+def _lowest(bound: int | None, value: int) -> int:
+    return value if bound is None else min(bound, value)
+
+
+def _within(value: int, low: int | None, high: int | None) -> bool:
+    return (low is None or value >= low) and (high is None or value < high)
 
 
 def _is_int(value: object) -> bool:
