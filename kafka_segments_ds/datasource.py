@@ -7,11 +7,12 @@ a method needs it.
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,11 @@ import pyarrow.fs as pafs
 # sources (3.x)
 OLDEST_SPARK = (4, 0)
 NEWEST_TESTED_SPARK = (4, 3)  # newer releases run, with one line logged
+# The first Spark planning each query afresh, so that pushed filters can prune (option
+# pushFilters=auto): SPARK-58551 (apache/spark#57752) fixes the plan reuse pinned by
+# tests/spark/test_pushdown_canary.py on master, for 4.4 or 5.0. The later of the two until a
+# release is seen to pass the canary's opposite: pruning on a Spark with the reuse loses rows.
+FIXED_PUSHDOWN_SPARK = (5, 0)
 _INSTALL = "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)"
 
 
@@ -77,6 +83,22 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+try:  # pyspark 4.1+: filters pushed into a Python data source
+    from pyspark.sql.datasource import (
+        EqualNullSafe,
+        EqualTo,
+        Filter,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
+    )
+
+    _HAS_FILTERS = True
+except ImportError:  # pyspark 4.0
+    _HAS_FILTERS = False
+
 from kafka_segments_ds.errors import InvalidInputError, InvalidOptionError
 from kafka_segments_ds.options import (
     ReadOptions,
@@ -87,9 +109,101 @@ from kafka_segments_ds.options import (
 from kafka_segments_ds.schema import BY_NAME, check_columns, default_columns, spark_ddl
 
 if TYPE_CHECKING:
+    from kafka_segments_ds.planning import Pruning
     from kafka_segments_ds.reader.stream import StreamPlanner
     from kafka_segments_ds.scan_task import ScanTask
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
+
+
+def takes_filters(push_filters: str, version: str) -> bool:
+    """Whether the reader takes pushed filters, by the option pushFilters (true | false | auto)
+    and the pyspark version (auto: from :data:`FIXED_PUSHDOWN_SPARK`)."""
+    if push_filters == "false":
+        return False
+    if not _HAS_FILTERS:
+        if push_filters == "true":
+            raise InvalidOptionError(
+                f"option pushFilters=true needs pyspark 4.1 or later (pyspark {version} pushes "
+                "no filters into a Python data source)"
+            )
+        return False
+    return push_filters == "true" or _spark_version(version) >= FIXED_PUSHDOWN_SPARK
+
+
+def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
+    """The bounds that the filters (all ANDed) put on topic, partition, offset and timestamp
+    (the lowest, in ms): what no row of the result lies outside. Other filters, and values of
+    other types than the column's, bound nothing."""
+    from kafka_segments_ds.planning import Pruning
+
+    topics: set[str] | None = None
+    partitions: set[int] | None = None
+    spans: dict[str, tuple[int | None, int | None]] = {
+        "partition": (None, None),
+        "offset": (None, None),
+    }
+    min_ms: int | None = None
+    for flt in filters:
+        column = getattr(flt, "attribute", None)
+        value = getattr(flt, "value", None)
+        values = tuple(value) if isinstance(flt, In) else (value,)
+        equal = isinstance(flt, EqualTo | EqualNullSafe | In)
+        if column == ("timestamp",):
+            if (equal or isinstance(flt, GreaterThan | GreaterThanOrEqual)) and all(
+                isinstance(v, datetime.datetime) for v in values
+            ):
+                ms = min((_epoch_ms(v) for v in values), default=None)
+                if ms is not None:
+                    min_ms = ms if min_ms is None else max(min_ms, ms)
+        elif column == ("topic",):
+            if equal and all(isinstance(v, str) for v in values):
+                topics = set(values) if topics is None else topics & set(values)
+        elif column in (("partition",), ("offset",)) and all(_is_int(v) for v in values):
+            low, high = spans[column[0]]
+            if equal:
+                if column == ("partition",):
+                    partitions = set(values) if partitions is None else partitions & set(values)
+                low = max(low or 0, min(values, default=0))
+                high = _lowest(high, max(values, default=-1) + 1)
+            elif isinstance(flt, GreaterThan | GreaterThanOrEqual):
+                low = max(low or 0, value + isinstance(flt, GreaterThan))
+            elif isinstance(flt, LessThan | LessThanOrEqual):
+                high = _lowest(high, value + isinstance(flt, LessThanOrEqual))
+            spans[column[0]] = (low, high)
+    (partition_low, partition_high), (offset_low, offset_high) = spans.values()
+    if partitions is not None:
+        partitions = {p for p in partitions if _within(p, partition_low, partition_high)}
+    return Pruning(
+        topics=None if topics is None else frozenset(topics),
+        partitions=None if partitions is None else frozenset(partitions),
+        partition_low=partition_low,
+        partition_high=None if partition_high is None else max(partition_high, 0),
+        offset_low=offset_low,
+        offset_high=None if offset_high is None else max(offset_high, 0),
+        min_timestamp=min_ms,
+    )
+
+
+def _lowest(bound: int | None, value: int) -> int:
+    return value if bound is None else min(bound, value)
+
+
+def _within(value: int, low: int | None, high: int | None) -> bool:
+    return (low is None or value >= low) and (high is None or value < high)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _epoch_ms(value: datetime.datetime) -> int:
+    """Milliseconds since the epoch, rounded down, of an aware datetime or a naive one in this
+    process's time zone (as pyspark gives timestamps)."""
+    aware = value if value.tzinfo is not None else value.astimezone()
+    return (aware - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 class KafkaSegmentsDataSource(DataSource):
@@ -132,11 +246,14 @@ class KafkaSegmentsDataSource(DataSource):
     pyspark 4.2+), ``failOnDataLoss``; ``Trigger.AvailableNow`` reads what is there when the
     query starts and stops (see :mod:`kafka_segments_ds.reader.stream`).
 
-    The reader does not implement ``pushFilters`` (so it works whatever
-    ``spark.sql.python.filterPushdown.enabled`` says); prune with the offset and timestamp
-    options. Spark 4.3 reuses the partitions planned for a query with pushed filters for a later
-    query on the same DataFrame that pushes none, which would make pruning by filters return
-    too few rows.
+    ``pushFilters`` (true | false | auto): whether the reader takes the filters Spark pushes
+    (comparisons on ``topic``, ``partition``, ``offset``, ``timestamp``) to skip segments and
+    batches; Spark still applies every filter. ``auto`` (default) takes them only on a Spark
+    from :data:`FIXED_PUSHDOWN_SPARK`: up to 4.3, Spark reuses the partitions planned for a query
+    with pushed filters for a later query on the same DataFrame that pushes none, which would
+    return too few rows (``tests/spark/test_pushdown_canary.py``); prune with the offset and
+    timestamp options there. A reader taking filters needs
+    ``spark.sql.python.filterPushdown.enabled`` on (Spark refuses it otherwise).
     """
 
     @classmethod
@@ -177,6 +294,8 @@ class KafkaSegmentsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths, opts = self._parsed()
+        if takes_filters(opts.push_filters, pyspark.__version__):
+            return KafkaSegmentsFilteringReader(paths, opts, schema_columns(schema))
         return KafkaSegmentsReader(paths, opts, schema_columns(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -277,12 +396,15 @@ class KafkaSegmentsReader(DataSourceReader):
         self.paths = paths
         self.options = options
         self.columns = columns
+        self.pruning: Pruning | None = None  # from pushed filters (KafkaSegmentsFilteringReader)
 
     def partitions(self) -> Sequence[InputPartition]:
         from kafka_segments_ds.planning import plan_partitions, plan_scan
         from kafka_segments_ds.reader import read_task
 
-        plan = plan_scan(self.paths, self.options, split=False, read_records=read_task)
+        plan = plan_scan(
+            self.paths, self.options, pruning=self.pruning, split=False, read_records=read_task
+        )
         min_partitions = self.options.min_partitions or default_parallelism()
         packed = plan_partitions(plan.tasks, self.options, min_partitions)
         if not packed:
@@ -291,6 +413,18 @@ class KafkaSegmentsReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(partition, self.options, self.columns)
+
+
+class KafkaSegmentsFilteringReader(KafkaSegmentsReader):
+    """The reader taking Spark's pushed filters (``pushFilters`` option): a class of its own,
+    as Spark refuses a reader implementing ``pushFilters`` while
+    ``spark.sql.python.filterPushdown.enabled`` is off."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Prune by the filters Spark can push, and hand every one back: Spark applies them
+        all to the rows read, so the result is exact whatever the pruning skips."""
+        self.pruning = pruning_from_filters(filters)
+        return list(filters)
 
 
 def _read_partition(

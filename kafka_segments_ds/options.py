@@ -57,6 +57,7 @@ READ_OPTIONS = {
         "layout",
         "privateKeys",
         "allowEmpty",
+        "pushFilters",
     )
 }
 # passed through to storage / Spark and not ours to validate
@@ -120,6 +121,9 @@ class ReadOptions:
     private_keys: tuple[tuple[str, str], ...] = ()
     # no Kafka data under a path, or a selection matching nothing, reads as 0 rows, not an error
     allow_empty: bool = False
+    # Spark's pushed filters prune the scan: true | false | auto (on a Spark that plans each
+    # query afresh: kafka_segments_ds.datasource.FIXED_PUSHDOWN_SPARK)
+    push_filters: str = "auto"
 
     def __repr__(self) -> str:
         return redacted_repr(self)
@@ -323,6 +327,8 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
     ):
         if (v := get(key)) is not None:
             fields[attr] = _bool(READ_OPTIONS[key], v)
+    if (v := get("pushfilters")) is not None:
+        fields["push_filters"] = _choice("pushFilters", v, ("true", "false", "auto"))
     if (v := get("layout")) is not None:
         fields["layout"] = _choice("layout", v, LAYOUTS)
     if (v := get("privatekeys")) is not None:

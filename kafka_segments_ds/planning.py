@@ -65,6 +65,8 @@ class Pruning:
 
     topics: frozenset[str] | None = None
     partitions: frozenset[int] | None = None
+    partition_low: int | None = None  # inclusive
+    partition_high: int | None = None  # exclusive
     offset_low: int | None = None  # inclusive
     offset_high: int | None = None  # exclusive
     min_timestamp: int | None = None  # ms: skip batches whose max timestamp is below
@@ -112,6 +114,15 @@ def plan_scan(
         partitions = [p for p in partitions if p.topic in pruning.topics]
     if pruning.partitions is not None:
         partitions = [p for p in partitions if p.partition in pruning.partitions]
+    if pruning.partition_low is not None or pruning.partition_high is not None:
+        low, high = pruning.partition_low or 0, pruning.partition_high
+        partitions = [
+            p
+            for p in partitions
+            if p.partition is not None
+            and p.partition >= low
+            and (high is None or p.partition < high)
+        ]
     tasks: list[ScanTask] = []
     for part in partitions:
         if not part.segments:
