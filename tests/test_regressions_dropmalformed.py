@@ -26,6 +26,7 @@ from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuil
 import kafka_segments_ds
 from kafka_segments_ds.errors import (
     CorruptSegmentError,
+    InvalidOptionError,
     LimitExceededError,
     UnsupportedFormatError,
 )
@@ -315,6 +316,33 @@ def test_independent_bad_magic_failfast(
         position,
         offset,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "start", "last", "position"),
+    [
+        ("log-end-after-backwards-batch-a", 10, 23, 3708),
+        ("log-end-after-backwards-batch-b", 7, 10, 1059),
+    ],
+)
+def test_independent_log_end_after_backwards_batch(
+    tmp_path: Path, name: str, start: int, last: int, position: int
+) -> None:
+    """The log ends with a checksum-valid batch whose offsets go back: the reader drops it, so
+    it is not the log end offset either; a valid startingOffsets is read, not refused."""
+    partition = independent(tmp_path, name)
+    assert _offsets(partition, mode="DROPMALFORMED") == list(range(last + 1))
+    starting = f'{{"fz":{{"0":{start}}}}}'
+    got = _offsets(partition, mode="DROPMALFORMED", startingOffsets=starting)
+    assert got == list(range(start, last + 1))
+    with pytest.raises(CorruptSegmentError, match="offsets not increasing") as info:
+        kafka_segments_ds.read_table(partition, mode="FAILFAST", startingOffsets=starting)
+    log = partition / f"{SEGMENT}.log"
+    assert (info.value.path, info.value.position, info.value.offset) == (str(log), position, 0)
+    # past the end the reader's log end: refused, naming the end by the reader's rules
+    past = f'{{"fz":{{"0":{last + 2}}}}}'
+    with pytest.raises(InvalidOptionError, match=f"after the ending offset {last + 1} "):
+        kafka_segments_ds.read_table(partition, mode="DROPMALFORMED", startingOffsets=past)
 
 
 # -- the same shapes built here, so they run without ../shared --------------------------------
