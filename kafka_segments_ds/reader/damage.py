@@ -343,7 +343,8 @@ class DamagePolicy:
         be an inner message (:meth:`_chain_inside`). Otherwise take the first later position
         holding a valid entry (see :meth:`_scan_for_entry`); for bytes that are no entry at
         all (an impossible size), valid entries found inside that chain exactly to where the
-        size field leads win over it.
+        size field leads win over it. A checksum-valid entry (dropped for its offsets) is
+        searched from its end: its checksum proves its bytes its own.
         """
         head = self.source.read(position, 17)
         following = None
@@ -362,7 +363,9 @@ class DamagePolicy:
             if resume is None:
                 resume = following
             return resume if resume < self.range_end else None
-        candidate = self._scan_for_entry(position + 1, position, following)
+        whole = self._probe(position)  # valid (offsets out of order): no entry inside it
+        start = position + (whole.length if whole is not None else 1)
+        candidate = self._scan_for_entry(start, position, following)
         if following is None:
             return candidate
         if candidate is not None and self._chain_reaches(candidate, following):
@@ -432,31 +435,35 @@ class DamagePolicy:
 
         One that may be an inner message of the ``damaged`` entry, stored verbatim, must also
         be followed by a valid entry. Others need no valid successor: it may be damaged too.
+        A valid entry passed over (its offsets do not follow) is passed whole: its checksum
+        proves its bytes its own, so no entry starts inside it.
         """
         step = max(self.options.read_chunk_bytes, 1 << 20)
         stop = self.range_end if stop is None else stop
+        passed = start  # the end of the last valid entry passed over
         while start < stop:
             window = self.source.read(start, step + 64)
             limit = min(window.shape[0], stop - start)
-            rel = 0
+            rel = max(passed - start, 0)
             while rel < limit:
                 cand = int(K.find_entry_candidate(window, rel, limit))
                 if cand < 0:
                     break
                 absolute = start + cand
-                if (
-                    self._entry_is_valid(absolute)
-                    and self._offsets_may_follow(absolute)
-                    and (
-                        damaged is None
-                        or not self._may_be_inner(absolute, damaged)
-                        or self._successor_is_valid(absolute)
-                    )
+                entry = self._probe(absolute)
+                if entry is None:
+                    rel = cand + 1
+                    continue
+                if self._offsets_may_follow(absolute) and (
+                    damaged is None
+                    or not self._may_be_inner(absolute, damaged)
+                    or self._successor_is_valid(absolute)
                 ):
                     if not quiet:
                         log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
                     return absolute
-                rel = cand + 1
+                passed = absolute + entry.length
+                rel = cand + entry.length
             start += step
         return None
 

@@ -81,3 +81,16 @@ def test_campaign_failures_stay_fixed(case: str, tmp_path: Path) -> None:
     run_seed, number = (int(x) for x in case.split(":"))
     verdict = judge(run_seed, number, tmp_path, shapes=False)
     assert verdict["complaints"] == []
+
+
+# Found by the campaign of issue 23 (with mutate.SHAPES): a checksum-valid batch dropped for its
+# offsets was searched inside (test_regressions.py::test_no_entry_starts_inside_a_valid_batch_*).
+SHAPE_CAMPAIGN_FAILURES = ["2305:174", "2305:4238"]
+
+
+@pytest.mark.parametrize("case", SHAPE_CAMPAIGN_FAILURES)
+def test_shape_campaign_failures_stay_fixed(case: str, tmp_path: Path) -> None:
+    run_seed, number = (int(x) for x in case.split(":"))
+    verdict = judge(run_seed, number, tmp_path)
+    assert verdict["ops"][-1].split(":")[0] == "backwards"  # type: ignore[index]
+    assert verdict["complaints"] == []

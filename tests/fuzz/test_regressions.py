@@ -330,3 +330,25 @@ def test_zero_tail_inside_a_valid_entry_is_no_torn_write(tmp_path: Path) -> None
     struct.pack_into(">i", cut, 8, total - 3 - len(head) - 12)  # ends 3 bytes before the end
     path = write(tmp_path, head, bytes(cut), last)
     assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 3, 10]
+
+
+@pytest.mark.parametrize("lead", ["framed", "after-damage"])
+def test_no_entry_starts_inside_a_valid_batch_dropped_for_its_offsets(
+    tmp_path: Path, lead: str
+) -> None:
+    """2305:174, 2305:4238 -- a checksum-valid batch whose offsets go back, then a batch cut
+    4 bytes into its offset field: the batch's last 4 bytes complete that offset field, so a
+    checksum-valid "entry" (no CRC covers the offset field) starts inside the valid batch, with
+    offset 3531506008385912842. Resynchronising there invented its rows and dropped the intact
+    batch after it. A valid batch's checksum proves its bytes its own: the search passes it
+    whole, whether the reader frames it (FAILFAST names it) or meets it searching past damage."""
+    good, back, cut, after = v2(0, 3), v2(0, 2), v2(10, 3)[4:], v2(20, 2)
+    lead_in = [damaged(v2(3, 2))[:50]] if lead == "after-damage" else []
+    path = write(tmp_path, good, *lead_in, back, cut, after)
+    inside = len(good) + sum(map(len, lead_in)) + len(back) - 4
+    data = Path(path).read_bytes()
+    assert struct.unpack_from(">q", data, inside)[0] == 3531506008385912842
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 20, 21]
+    with pytest.raises(CorruptSegmentError) as info:
+        offsets(path)
+    assert info.value.position == len(good)
