@@ -344,8 +344,13 @@ class DamagePolicy:
         holding a valid entry (see :meth:`_scan_for_entry`); for bytes that are no entry at
         all (an impossible size), valid entries found inside that chain exactly to where the
         size field leads win over it. A checksum-valid entry (dropped for its offsets) is
-        searched from its end: its checksum proves its bytes its own.
+        skipped whole and reading goes on at its end, whatever is there: its checksum proves
+        its extent.
         """
+        whole = self._probe(position)
+        if whole is not None:  # valid, dropped for its offsets: reading goes on at its end
+            end = position + whole.length
+            return end if end < self.range_end else None
         head = self.source.read(position, 17)
         following = None
         if head.shape[0] >= 12:
@@ -363,9 +368,7 @@ class DamagePolicy:
             if resume is None:
                 resume = following
             return resume if resume < self.range_end else None
-        whole = self._probe(position)  # valid (offsets out of order): no entry inside it
-        start = position + (whole.length if whole is not None else 1)
-        candidate = self._scan_for_entry(start, position, following)
+        candidate = self._scan_for_entry(position + 1, position, following)
         if following is None:
             return candidate
         if candidate is not None and self._chain_reaches(candidate, following):

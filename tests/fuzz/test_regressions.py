@@ -6,6 +6,7 @@ Each builds the smallest log showing the bug and pins the exact outcome.
 from __future__ import annotations
 
 import logging
+import random
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -352,3 +353,25 @@ def test_no_entry_starts_inside_a_valid_batch_dropped_for_its_offsets(
     with pytest.raises(CorruptSegmentError) as info:
         offsets(path)
     assert info.value.position == len(good)
+
+
+def test_valid_wrapper_dropped_for_its_offsets_is_skipped_to_its_end(tmp_path: Path) -> None:
+    """2306:24812 -- a magic-0 wrapper dropped for its offsets (its first inner offset is not
+    above the last good one), then a wrapper with an unknown magic byte whose size field is
+    consistent: reading went on by a search from inside the first, which found an inner
+    message stored verbatim in the second (offset 2^62 + 1) and dropped the intact entries
+    after it. A valid entry's checksum proves its extent: reading goes on at its end, where
+    the damaged wrapper is skipped whole."""
+    messages = [encode_legacy_message(offset=o, magic=0, key=None, value=b"v") for o in (2, 3)]
+    first = legacy_wrapper(b"".join(messages), last_offset=3, magic=0, codec=GZIP)
+    rng = random.Random("24812")
+    inner = b"".join(
+        encode_legacy_message(offset=2**62 + i, magic=0, key=None, value=rng.randbytes(n))
+        for i, n in enumerate((20000, 40))
+    )
+    hidden = bytearray(legacy_wrapper(inner, last_offset=2**62 + 1, magic=0, codec=SNAPPY))
+    hidden[16] = 19
+    lead = encode_legacy_message(offset=2, magic=0, key=None, value=b"lead")
+    after = [encode_legacy_message(offset=o, magic=0, key=None, value=b"a") for o in (5, 6)]
+    path = write(tmp_path, lead, first, bytes(hidden), *after)
+    assert offsets(path, mode="DROPMALFORMED") == [2, 5, 6]
