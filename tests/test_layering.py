@@ -1,6 +1,6 @@
 """Imports point down the stack (STYLE.md): a lower layer never imports a higher one.
 
-records -> index/layout/journal/fs -> options/schema -> planning -> reader/writer ->
+records -> index/tail/layout/journal/fs -> options/schema -> planning -> reader/writer ->
 datasource/cli. The reader never imports the writer nor the reverse; only ``datasource``
 imports pyspark; ``pyspark_kafkasegments`` (imported by Spark at every data source lookup)
 loads nothing heavy. Every import statement counts, also those inside functions.
@@ -25,7 +25,7 @@ NAME = "kafka_segments_ds"
 # bottom to top; a module may import its own layer and the layers below
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records"),
-    ("index", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
+    ("index", "tail", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
     ("options", "schema", "scan_task", "ranges", "selection"),
     ("planning",),
     ("reader", "writer"),

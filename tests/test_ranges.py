@@ -4,6 +4,7 @@ segment once; an empty column list keeps the row count."""
 from __future__ import annotations
 
 import glob
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,11 @@ import pyarrow.fs as pafs
 import pytest
 
 from kafka_segments_ds import InvalidOptionError, read_table
+from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.layout import discover, merge_partitions
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.ranges import log_end_offset
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 
 pytestmark = pytest.mark.usefixtures("serial_kernels")
 
@@ -172,3 +175,74 @@ def test_log_end_offset_is_not_taken_from_a_damaged_index(tmp_path: Path) -> Non
     (tmp_path / "t-0" / "00000000000000000000.log").write_bytes(bytes(damaged))
     (part,) = discover(str(tmp_path), filesystem)
     assert log_end_offset(filesystem, part.segments[-1]) is None
+
+
+# -- issue 23 point 5: the log end follows the reader's own ordering rules --------------------
+
+
+def _batch(first: int, n: int) -> bytes:
+    specs = [RecordSpec(b"v%d" % (first + i), key=b"k", timestamp=1000 + i) for i in range(n)]
+    return encode_batch(specs, base_offset=first)
+
+
+def _backwards_log(tmp_path: Path, where: str, indexed: bool) -> tuple[Path, int]:
+    """t-0 holding offsets 0..23 (batches 0..9, 10..19, 20..23) and a checksum-valid batch
+    0..3 whose offsets go back, at the end or before 20..23; with ``indexed`` an .index whose
+    last entry points at that batch with an offset of 27, as the independent fuzz input's
+    did. Returns (partition directory, position of the backwards batch)."""
+    good = [_batch(0, 10), _batch(10, 10), _batch(20, 4)]
+    back = _batch(0, 4)
+    entries = [*good, back] if where == "end" else [*good[:2], back, good[2]]
+    position = sum(len(e) for e in entries[: entries.index(back)])
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(b"".join(entries))
+    if indexed:
+        lasts = [9, 19, 23, 27] if where == "end" else [9, 19, 27, 28]
+        at = 0
+        index = b""
+        for entry, last in zip(entries, lasts, strict=True):
+            if at:
+                index += struct.pack(">ii", last, at)
+            at += len(entry)
+        (directory / "00000000000000000000.index").write_bytes(index)
+    return directory, position
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "no-index"])
+@pytest.mark.parametrize("where", ["end", "middle"])
+def test_log_end_skips_a_batch_whose_offsets_go_back(
+    tmp_path: Path, where: str, indexed: bool
+) -> None:
+    """The reader drops a checksum-valid batch whose offsets go back (DROPMALFORMED) or fails
+    on it (FAILFAST): it is not the log end offset either. It was: "Beginning offset 10 is
+    after the ending offset 4" refused a valid startingOffsets."""
+    directory, position = _backwards_log(tmp_path, where, indexed)
+    filesystem = pafs.LocalFileSystem()
+    (part,) = discover(str(tmp_path), filesystem)
+    assert log_end_offset(filesystem, part.segments[-1]) == 24
+    got = read_table(str(tmp_path), mode="DROPMALFORMED", startingOffsets='{"t":{"0":10}}')
+    assert got.column("offset").to_pylist() == list(range(10, 24))
+    with pytest.raises(CorruptSegmentError, match="offsets not increasing") as info:
+        read_table(str(tmp_path), startingOffsets='{"t":{"0":10}}')
+    log = str(directory / "00000000000000000000.log")
+    assert (info.value.path, info.value.position, info.value.offset) == (log, position, 0)
+    with pytest.raises(InvalidOptionError) as refused:
+        read_table(str(tmp_path), mode="DROPMALFORMED", startingOffsets='{"t":{"0":25}}')
+    assert str(refused.value).startswith(BEGIN_AFTER_END.format(25, 24, "t", 0))
+
+
+def test_writer_does_not_append_after_a_batch_whose_offsets_go_back(tmp_path: Path) -> None:
+    """The writer's append took its next offset from the last checksum-valid entry: after a
+    batch 0..3 following 0..23 it would have given new records offsets 4, 5, ... The reader
+    drops that batch (or fails on it): the writer refuses to append, naming where."""
+    import pyarrow as pa
+
+    from kafka_segments_ds import write_table
+
+    directory, position = _backwards_log(tmp_path, "end", indexed=True)
+    before = (directory / "00000000000000000000.log").read_bytes()
+    with pytest.raises(CorruptSegmentError, match="cannot append after a damaged") as info:
+        write_table(pa.table({"value": pa.array([b"x"], pa.binary())}), tmp_path, topic="t")
+    assert info.value.position == position
+    assert (directory / "00000000000000000000.log").read_bytes() == before

@@ -1,5 +1,7 @@
-"""DROPMALFORMED keeps every intact entry: the fuzzer's regressions (issue 16) and the phantom
-row inside a damaged compressed wrapper (issue 12).
+"""DROPMALFORMED keeps every intact entry: the fuzzer's regressions (issue 16), the phantom
+row inside a damaged compressed wrapper (issue 12), and an independent campaign's two causes
+(issue 23: a wrapper with an unknown magic byte read inside; a batch whose offsets go back
+taken as the log end).
 
 Expected rows come from kafka-python (an independent decoder) reading the intact entries on
 their own (tests marked ``crosscheck``); offsets and entry positions are pinned as literals.
@@ -7,6 +9,7 @@ their own (tests marked ``crosscheck``); offsets and entry positions are pinned 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import re
@@ -21,8 +24,13 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 import kafka_segments_ds
-from kafka_segments_ds.errors import CorruptSegmentError, LimitExceededError
-from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.errors import (
+    CorruptSegmentError,
+    InvalidOptionError,
+    LimitExceededError,
+    UnsupportedFormatError,
+)
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_legacy_wrapper
 from kafka_segments_ds.records.legacy import LOG_ENTRY
 from kafka_segments_ds.schema import TIMESTAMP_TYPE
 
@@ -251,3 +259,145 @@ def test_grown_size_field_is_proven_by_the_entrys_own_checksum(
     first_kept = 5 if kind == "v2" else 4
     want = list(range(first_kept if content_damaged else 2, 8))
     assert got.column("offset").to_pylist() == want
+
+
+# -- issue 23 point 5: an independent fuzz campaign ------------------------------------------
+# ../shared/regressions/independent-fuzz/README.md: the expected results come from an
+# independent decoder walking the same bytes entry by entry.
+
+INDEPENDENT = Path(__file__).resolve().parents[1].parent / "shared" / "regressions"
+INDEPENDENT = INDEPENDENT / "independent-fuzz"
+
+
+def independent(tmp_path: Path, name: str) -> Path:
+    """The campaign's partition directory ``name``, copied to ``tmp_path/fz-0``."""
+    source = INDEPENDENT / name
+    if not source.is_dir():
+        pytest.skip(f"{source} is absent (../shared is not next to the repository)")
+    shutil.copytree(source, tmp_path / "fz-0")
+    return tmp_path / "fz-0"
+
+
+def _offsets(path: Path, **options: Any) -> list[int]:
+    table = kafka_segments_ds.read_table(path, columns=["offset"], **options)
+    return table.column("offset").to_pylist()
+
+
+@pytest.mark.parametrize("iteration", ["deep", "shallow"])
+@pytest.mark.parametrize("verify", ["true", "false"])
+def test_independent_phantom_after_bad_magic(tmp_path: Path, iteration: str, verify: str) -> None:
+    """The entry at byte 0 has magic byte 19 and a consistent size field: skipped whole (no
+    row with offset 2679629219935289345 from inside its compressed payload), and the intact
+    entries at 2363 and 2515 (offsets 2 and 3) are read."""
+    partition = independent(tmp_path, "phantom-after-bad-magic")
+    got = _offsets(partition, mode="DROPMALFORMED", iteration=iteration, verifyChecksums=verify)
+    assert got == [2, 3]
+
+
+def test_independent_phantom_after_bad_magic_b(tmp_path: Path) -> None:
+    partition = independent(tmp_path, "phantom-after-bad-magic-b")
+    got = _offsets(partition, mode="DROPMALFORMED", iteration="deep")
+    assert got == [*range(322977, 322982), *range(322984, 322993)]
+
+
+@pytest.mark.parametrize(
+    ("name", "position", "offset", "magic"),
+    [("phantom-after-bad-magic", 0, 1, 19), ("phantom-after-bad-magic-b", 417, 322983, 184)],
+)
+def test_independent_bad_magic_failfast(
+    tmp_path: Path, name: str, position: int, offset: int, magic: int
+) -> None:
+    partition = independent(tmp_path, name)
+    with pytest.raises(UnsupportedFormatError, match=f"unknown magic byte {magic}") as info:
+        kafka_segments_ds.read_table(partition)
+    log = next(partition.glob("*.log"))
+    assert (info.value.path, info.value.position, info.value.offset) == (
+        str(log),
+        position,
+        offset,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "start", "last", "position"),
+    [
+        ("log-end-after-backwards-batch-a", 10, 23, 3708),
+        ("log-end-after-backwards-batch-b", 7, 10, 1059),
+    ],
+)
+def test_independent_log_end_after_backwards_batch(
+    tmp_path: Path, name: str, start: int, last: int, position: int
+) -> None:
+    """The log ends with a checksum-valid batch whose offsets go back: the reader drops it, so
+    it is not the log end offset either; a valid startingOffsets is read, not refused."""
+    partition = independent(tmp_path, name)
+    assert _offsets(partition, mode="DROPMALFORMED") == list(range(last + 1))
+    starting = f'{{"fz":{{"0":{start}}}}}'
+    got = _offsets(partition, mode="DROPMALFORMED", startingOffsets=starting)
+    assert got == list(range(start, last + 1))
+    with pytest.raises(CorruptSegmentError, match="offsets not increasing") as info:
+        kafka_segments_ds.read_table(partition, mode="FAILFAST", startingOffsets=starting)
+    log = partition / f"{SEGMENT}.log"
+    assert (info.value.path, info.value.position, info.value.offset) == (str(log), position, 0)
+    # past the end the reader's log end: refused, naming the end by the reader's rules
+    past = f'{{"fz":{{"0":{last + 2}}}}}'
+    with pytest.raises(InvalidOptionError, match=f"after the ending offset {last + 1} "):
+        kafka_segments_ds.read_table(partition, mode="DROPMALFORMED", startingOffsets=past)
+
+
+# -- the same shapes built here, so they run without ../shared --------------------------------
+
+
+def _unknown_magic(entry: bytes, magic: int) -> bytes:
+    out = bytearray(entry)
+    out[16] = magic
+    return bytes(out)
+
+
+def _project_wrapper(codec: int, last: int, sizes: list[int], rng: random.Random) -> bytes:
+    """A magic-0 wrapper by the project's builder: absolute inner offsets up to ``last``; the
+    large incompressible value first keeps the last inner message verbatim."""
+    specs = [
+        RecordSpec(rng.randbytes(size), key=b"key-%d" % i, timestamp=T0 + i)
+        for i, size in enumerate(sizes)
+    ]
+    return encode_legacy_wrapper(specs, last_offset=last, magic=0, compression=codec)
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("codec", [SNAPPY, LZ4], ids=["snappy", "lz4"])
+@pytest.mark.parametrize("magic", [3, 19, 100, 161, 255])
+@pytest.mark.parametrize("inner", ["relative", "absolute-huge"])
+def test_no_row_from_inside_a_wrapper_with_an_unknown_magic_byte(
+    tmp_path: Path, codec: int, magic: int, inner: str
+) -> None:
+    """A wrapper whose magic byte is damaged, its size field consistent: skipped whole. Read
+    inside, its verbatim inner message gave an invented row (offset 1 of a magic-1 wrapper's
+    relative offsets at 10..11; a huge offset of a magic-0 one, after which the intact entry
+    at 12..13 was dropped as "offsets not increasing")."""
+    rng = random.Random(f"bad magic {codec} {inner}")
+    if inner == "relative":
+        wrapper = kafka_python_wrapper(codec, 10, [20000, 50], rng)
+    else:
+        wrapper = _project_wrapper(codec, 2**62, [20000, 50], rng)
+    damaged = _unknown_magic(wrapper, magic)
+    intact = kafka_python_wrapper(codec, 12, [30, 40], rng)
+    log = damaged + intact
+    path = _write_log(tmp_path, log)
+    for iteration, verify in itertools.product(("deep", "shallow"), ("true", "false")):
+        got = kafka_segments_ds.read_table(
+            tmp_path,
+            columns=COLUMNS,
+            mode="DROPMALFORMED",
+            includeMetadata="true",
+            iteration=iteration,
+            verifyChecksums=verify,
+        )
+        want = [12, 13] if iteration == "deep" else [13]
+        assert got.column("offset").to_pylist() == want, (iteration, verify)
+        if iteration == "deep":
+            assert _rows(got) == oracle_rows(log, [len(damaged)])
+    with pytest.raises(UnsupportedFormatError, match=f"unknown magic byte {magic} ") as info:
+        kafka_segments_ds.read_table(tmp_path)
+    offset = 10 + 1 if inner == "relative" else 2**62
+    assert (info.value.path, info.value.position, info.value.offset) == (path, 0, offset)

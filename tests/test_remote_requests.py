@@ -7,13 +7,13 @@ already holds), then one ranged GET per ``read_at``. What is pinned here:
 - a full read opens each ``.log`` once: 1 HEAD and 1 GET of exactly the whole object; no
   ``.index``/``.timeindex``/``.txnindex`` is touched;
 - a read from an offset in the middle of a segment: the driver reads that segment's ``.index``
-  and checks the entry at the index position through one open (1 HEAD, then 23 header bytes
+  and checks the entry at the index position through one open (1 HEAD, then 27 header bytes
   and the whole entry for its checksum: 2 GETs); the executor then reads exactly
   ``[position, size)``
   once. The entry checked on the driver is read again by the executor (it is the first entry
   of its window); the last segment's ``.index`` is read twice (``log_end_offset`` for the
-  startingOffsets range check, then the task plan), and ``log_end_offset`` hops from its last
-  position reading entry prefixes, the first and last entries whole (their checksums).
+  startingOffsets range check, then the task plan), and ``log_end_offset`` checks the entry
+  at its last position, then reads from there to the end once (tail.py's walk).
 """
 
 from __future__ import annotations
@@ -171,10 +171,10 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
         executor = [("HEAD", None), ("GET", _span(position, logs[key]))]
         got = seen[key]
         if key.startswith("orders-1"):
-            # the last segment: log_end_offset first hops from the last .index position to
-            # the end (one open, one GET per entry prefix; the first and the last entry whole,
-            # for their checksums)
-            walk, got = got[:5], got[5:]
+            # the last segment: log_end_offset first checks the entry at the last .index
+            # position (its head, then whole for its checksum), then walks from there to the
+            # end in one window (one open)
+            walk, got = got[:4], got[4:]
             assert walk[0] == ("HEAD", None)
             last = int(
                 kidx.parse_offset_index(
@@ -183,10 +183,9 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
             )
             second = next(e for e in scan_entries((root / key).read_bytes()).positions if e > last)
             assert walk[1:] == [
-                ("GET", _span(last, last + 12)),
+                ("GET", _span(last, last + ENTRY_HEAD_BYTES)),
                 ("GET", _span(last, int(second))),  # the first entry, whole
-                ("GET", _span(int(second), int(second) + 12)),
-                ("GET", _span(int(second), logs[key])),  # the last entry, whole
+                ("GET", _span(last, logs[key])),  # the walk's window
             ]
         assert got == check + executor, key
     # the segment after the start is read whole, once

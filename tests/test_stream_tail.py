@@ -10,6 +10,7 @@ intact record and a damaged segment never holds the partition back until it roll
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -190,3 +191,37 @@ def test_scan_tail_of_damage_is_logged_once_and_remembered(
         grown = scan_tail(filesystem, seg, tail, options)
     assert (grown.end_position, grown.next_offset) == (seg.size, 15)
     assert caplog.records == []
+
+
+@pytest.mark.parametrize("where", ["end", "middle"])
+def test_a_batch_whose_offsets_go_back_does_not_move_the_latest_offset(
+    tmp_path: Path, where: str
+) -> None:
+    """A checksum-valid batch 0..2 after 0..11: the batch reader drops it (DROPMALFORMED) or
+    fails on it (FAILFAST), and so does the tail walk. Its last offset used to become the
+    partition's latest offset (3): the stream went back."""
+    log, _ = active_segment(tmp_path, 4)
+    back = len(log.read_bytes())
+    with log.open("ab") as f:
+        f.write(batch(0))
+    if where == "middle":
+        append(log, 12, 1)
+    latest = 15 if where == "middle" else 12
+    filesystem = pafs.LocalFileSystem()
+    seg = discover(str(tmp_path / "logs"), filesystem)[0].segments[-1]
+    dropping, _ = parse_stream_options({"mode": "DROPMALFORMED"})
+    tail = scan_tail(filesystem, seg, None, dropping)
+    assert (tail.end_position, tail.next_offset) == (seg.size, latest)
+    planner = StreamPlanner([str(tmp_path / "logs")], dropping, parse_stream_options({})[1])
+    assert planner.next_offsets({("t", 0): 0}) == {("t", 0): latest}
+    # one task: a byte-range split starting at the backwards batch cannot tell it goes back
+    tasks = planner.plan({("t", 0): 0}, {("t", 0): latest}, 1)
+    got = [o for t in tasks for b in read_tasks(t, dropping, ("offset",)) for o in b[0].to_pylist()]
+    assert got == list(range(latest))
+    with pytest.raises(CorruptSegmentError, match="offsets not increasing") as caught:
+        scan_tail(filesystem, seg, None, parse_stream_options({})[0])
+    assert (caught.value.path, caught.value.position, caught.value.offset) == (str(log), back, 0)
+    # walked on from a known tail, the same
+    known = scan_tail(filesystem, replace(seg, size=back), None, dropping)
+    assert known.next_offset == 12
+    assert scan_tail(filesystem, seg, known, dropping).next_offset == latest

@@ -46,6 +46,15 @@ def be_int(buf: np.ndarray, start: int, stop: int) -> int:
     return int.from_bytes(buf[start:stop].tobytes(), "big", signed=True)
 
 
+def _plausible_size(head: np.ndarray) -> bool:
+    """Whether the size field of the entry whose first 17 bytes are ``head`` is no smaller
+    than the smallest entry its magic byte allows (an unknown magic byte: the smallest of
+    any), so the size field may be true whatever else was damaged."""
+    if head.shape[0] < 17:
+        return False
+    return be_int(head, 8, 12) >= (49 if head[16] == 2 else 14)
+
+
 class DamagePolicy:
     """Decides, for one task, where reading goes on after a bad entry (or raises)."""
 
@@ -323,16 +332,25 @@ class DamagePolicy:
     def _resync(self, position: int) -> int | None:
         """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
 
-        An entry whose framing is plausible and whose size field is consistent -- it leads to a
-        valid entry or exactly to the end -- is skipped whole: no position inside its declared
-        extent is a resynchronisation point (a compressed legacy wrapper can hold its inner
-        messages verbatim, each with a valid checksum), unless the entry's own checksum proves
-        that it ends earlier, where a valid entry starts (only its size field, which no
-        checksum covers, was damaged). Otherwise take the first later position holding a valid
-        entry (see :meth:`_scan_for_entry`); for bytes that are no entry at all (unknown magic,
-        impossible size), valid entries found inside that chain exactly to where the size field
-        leads win over it.
+        An entry whose size field is plausible and consistent -- it leads to a valid entry or
+        exactly to the end -- is skipped whole, whatever its damage (checksum, framing, an
+        unknown magic byte): no position inside its declared extent is a resynchronisation
+        point (a compressed legacy wrapper can hold its inner messages verbatim, each with a
+        valid checksum), unless the entry's own checksum proves that it ends earlier, where a
+        valid entry starts (only its size field, which no checksum covers, was damaged; a
+        magic-2 CRC does not cover the magic byte either), or, with an unknown magic byte,
+        valid entries inside chain exactly to where the size field leads and the first cannot
+        be an inner message (:meth:`_chain_inside`). Otherwise take the first later position
+        holding a valid entry (see :meth:`_scan_for_entry`); for bytes that are no entry at
+        all (an impossible size), valid entries found inside that chain exactly to where the
+        size field leads win over it. A checksum-valid entry (dropped for its offsets) is
+        skipped whole and reading goes on at its end, whatever is there: its checksum proves
+        its extent.
         """
+        whole = self._probe(position)
+        if whole is not None:  # valid, dropped for its offsets: reading goes on at its end
+            end = position + whole.length
+            return end if end < self.range_end else None
         head = self.source.read(position, 17)
         following = None
         if head.shape[0] >= 12:
@@ -341,7 +359,11 @@ class DamagePolicy:
                 position + 26 <= claimed < self.range_end and self._entry_is_valid(claimed)
             ):
                 following = min(claimed, self.range_end)
-        if following is not None and decode_entry_head(head, position) is not None:
+        if following is not None and _plausible_size(head):
+            if int(head[16]) > 2:
+                inside = self._chain_inside(position, following)
+                if inside is not None:
+                    return inside
             resume = self._proven_end(position, following)
             if resume is None:
                 resume = following
@@ -352,6 +374,33 @@ class DamagePolicy:
         if candidate is not None and self._chain_reaches(candidate, following):
             return candidate  # the size field skipped whole entries: it was the damage
         return following if following < self.range_end else None
+
+    def _chain_inside(self, position: int, following: int) -> int | None:
+        """For the entry at ``position`` whose magic byte is unknown and whose size field leads
+        to ``following``: the first valid entry inside it, if valid entries chain from there
+        exactly to ``following`` (the size field covered them: bytes that are no entry at all
+        came first) and it cannot be an inner message of this entry read as a compressed
+        legacy wrapper (whose CRC covers the magic byte, so it cannot bound them)."""
+        candidate = self._scan_for_entry(position + 1, position, following, quiet=True)
+        if (
+            candidate is None
+            or self._may_be_inner_of_unknown(candidate, position)
+            or not self._chain_reaches(candidate, following)
+        ):
+            return None
+        log.warning("%s: resynchronised at byte %d", self.source.path, candidate)
+        return candidate
+
+    def _may_be_inner_of_unknown(self, position: int, damaged: int) -> bool:
+        """Whether the legacy entry at ``position`` lies in the value of the entry at
+        ``damaged`` (an unknown magic byte) read as a compressed magic-0 or magic-1 wrapper."""
+        outer = self.source.read(damaged, 18)
+        if outer.shape[0] < 18 or not 1 <= (outer[17] & 0x07) <= 3:
+            return False
+        if self._magic(position) >= 2:
+            return False
+        starts = [self._value_start(damaged, magic) for magic in (0, 1)]
+        return any(start is not None and position >= start for start in starts)
 
     def _proven_end(self, position: int, following: int) -> int | None:
         """Where the damaged entry at ``position`` ends by its own stored checksum, if that is
@@ -389,31 +438,35 @@ class DamagePolicy:
 
         One that may be an inner message of the ``damaged`` entry, stored verbatim, must also
         be followed by a valid entry. Others need no valid successor: it may be damaged too.
+        A valid entry passed over (its offsets do not follow) is passed whole: its checksum
+        proves its bytes its own, so no entry starts inside it.
         """
         step = max(self.options.read_chunk_bytes, 1 << 20)
         stop = self.range_end if stop is None else stop
+        passed = start  # the end of the last valid entry passed over
         while start < stop:
             window = self.source.read(start, step + 64)
             limit = min(window.shape[0], stop - start)
-            rel = 0
+            rel = max(passed - start, 0)
             while rel < limit:
                 cand = int(K.find_entry_candidate(window, rel, limit))
                 if cand < 0:
                     break
                 absolute = start + cand
-                if (
-                    self._entry_is_valid(absolute)
-                    and self._offsets_may_follow(absolute)
-                    and (
-                        damaged is None
-                        or not self._may_be_inner(absolute, damaged)
-                        or self._successor_is_valid(absolute)
-                    )
+                entry = self._probe(absolute)
+                if entry is None:
+                    rel = cand + 1
+                    continue
+                if self._offsets_may_follow(absolute) and (
+                    damaged is None
+                    or not self._may_be_inner(absolute, damaged)
+                    or self._successor_is_valid(absolute)
                 ):
                     if not quiet:
                         log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
                     return absolute
-                rel = cand + 1
+                passed = absolute + entry.length
+                rel = cand + entry.length
             start += step
         return None
 
@@ -439,15 +492,16 @@ class DamagePolicy:
         end = self.checked_end[1]
         return end is None or position < end
 
-    def _value_start(self, position: int) -> int | None:
+    def _value_start(self, position: int, magic: int | None = None) -> int | None:
         """Where the value of the legacy message at ``position`` starts by its key and value
         length fields; None when they are impossible (a key length below -1 or running past
         the file, a null or negative value length): then it is no wrapper holding messages.
 
         A wrapper cut short by the end of the file keeps these fields (they precede its
         value); a size field and key length both torn is damage this rule cannot see through
-        (RELIABILITY R3c)."""
-        at = 18 if self._magic(position) == 0 else 26  # key length
+        (RELIABILITY R3c). ``magic``: read with that magic's layout."""
+        magic = self._magic(position) if magic is None else magic
+        at = 18 if magic == 0 else 26  # key length
         field = self.source.read(position + at, 4)
         if field.shape[0] < 4:
             return None

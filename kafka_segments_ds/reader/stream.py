@@ -19,13 +19,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import (
     CommitInProgressError,
     DataLossError,
@@ -49,21 +48,18 @@ from kafka_segments_ds.planning import (
     segment_tasks,
     select_partitions,
 )
-from kafka_segments_ds.ranges import V2_LAST_OFFSET_DELTA_AT
-from kafka_segments_ds.reader.damage import MAX_REREADS, DamagePolicy
+from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.reader.task import read_task
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import (
     ENTRY_HEAD_BYTES,
-    LOG_OVERHEAD,
     as_array,
     decode_entry_head,
-    probe_entry,
-    walk_entries,
 )
 from kafka_segments_ds.scan_task import ScanTask
 from kafka_segments_ds.selection import check_all_named
+from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 from kafka_segments_ds.tiered.layouts import ManifestCache
 
@@ -72,9 +68,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
-TAIL_WINDOW_BYTES = 1 << 20  # reads of the walk from the last index entry to the end
+TAIL_WINDOW_BYTES = WINDOW_BYTES  # reads of the tail walk
 VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
-LAST_ENTRY_HEAD = V2_LAST_OFFSET_DELTA_AT + 4  # offset field .. v2 lastOffsetDelta
 RACY_MTIME_NS = 1_000_000_000  # a directory changed this recently is listed again
 TAIL_HEAD_BYTES = 17  # offset, size, epoch/crc, magic: enough to tell an entry from damage
 
@@ -110,32 +105,25 @@ def offsets_from_json(data: Any) -> Offsets:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentTail:
-    """Where the whole, valid entries of a segment of ``size`` bytes end."""
-
-    size: int
-    end_position: int  # after the last whole valid entry
-    next_offset: int  # the offset after it (the base offset when there is none)
-
-
 def scan_tail(
     filesystem: pafs.FileSystem,
     seg: SegmentRef,
     known: SegmentTail | None = None,
     options: ReadOptions | None = None,
 ) -> SegmentTail:
-    """The tail of ``seg``: walked on from ``known`` (the same file, smaller or as large)
-    when given, else from the last ``.index`` entry that points at a whole valid entry. A file
-    of the known size is read again only where ``known`` ends before its end (a torn entry,
-    or the zeros of a preallocated segment being written in place): 23 bytes there.
+    """The tail of ``seg`` by the batch reader's rules (:mod:`~kafka_segments_ds.tail`): walked
+    on from ``known`` (the same file, smaller or as large) when given, else from the last
+    ``.index`` entry that points at a whole valid entry. A file of the known size is read again
+    only where ``known`` ends before its end (a torn entry, or the zeros of a preallocated
+    segment being written in place): 27 bytes there.
 
-    Appends are sequential, so only the last framed entry can be incomplete (a preallocated
-    segment's zero bytes make a torn entry look whole): that one is checksummed. Where the
-    framing breaks before the end of the file, the batch reader's damage rules decide (with
-    ``options``' mode): an append in progress ends the data; damage raises (FAILFAST, naming
-    file, position and offset) or is passed over as the reader passes it (DROPMALFORMED), so
-    a damaged active segment never holds the partition's latest offset back."""
+    Appends are sequential, so only the last entry can be incomplete (a preallocated segment's
+    zero bytes make a torn entry look whole): one whose checksum fails with nothing written
+    after it is being written and ends the data. Other damage is decided by the batch reader's
+    damage rules (with ``options``' mode): an append in progress ends the data; damage raises
+    (FAILFAST, naming file, position and offset) or is passed over as the reader passes it
+    (DROPMALFORMED: a checksum-valid entry whose offsets go back is dropped whole), so a
+    damaged active segment never holds the partition's latest offset back, nor moves it back."""
     if known is not None and known.size == seg.size and known.end_position >= seg.size:
         return known
     with kfs.RangeReader(filesystem, seg.path) as read:
@@ -147,70 +135,79 @@ def scan_tail(
         if known is not None and known.size <= seg.size:
             position, next_offset = known.end_position, known.next_offset
         else:
-            position, next_offset = _tail_start(filesystem, seg, read)
-        before = next_offset  # the offset after the entries before the last framed one
-        last: tuple[int, int] | None = None  # (position, next offset) of the last framed entry
-        rereads = 0
-        while True:
-            framed_end = position  # where the framing of this walk stops
-            for walked in walk_entries(read, position, seg.size, TAIL_WINDOW_BYTES, seg.size):
-                count = walked.positions.shape[0]  # 0: an entry larger than the window, widened
-                for i in range(max(0, count - 2), count):  # only the last two entries matter
-                    at = int(walked.positions[i])
-                    head = walked.window[at : at + LAST_ENTRY_HEAD].tobytes()
-                    if len(head) < LAST_ENTRY_HEAD:
-                        head = bytes(read(walked.base + at, LAST_ENTRY_HEAD))
-                    if last is not None:
-                        before = last[1]
-                    last = (walked.base + at, _last_offset(head) + 1)
-                    framed_end = walked.base + at + LOG_OVERHEAD + _size_field(head)
-            after_last = last[1] - 1 if last is not None else next_offset - 1
-            resume = _past_framing(filesystem, seg, framed_end, after_last, options)
-            if resume is None or resume < framed_end:
-                break
-            rereads += resume == framed_end  # changed since read: walked again, a few times
-            if rereads > MAX_REREADS:
-                break
-            position = resume
-        if last is None:
-            return SegmentTail(seg.size, position, next_offset)
-        entry = probe_entry(read, last[0], seg.size, check_limit=VERIFY_ENTRY_BYTES)
-        if entry is None:  # being written (or damaged: the reader says so once it follows)
-            return SegmentTail(seg.size, last[0], before)
-        return SegmentTail(seg.size, last[0] + entry.length, last[1])
+            position = tail_start(filesystem, seg, read, VERIFY_ENTRY_BYTES)
+            next_offset = seg.base_offset
+        return walk_tail(
+            read,
+            seg.size,
+            position,
+            next_offset,
+            on_damage=_StreamDamage(filesystem, seg, read, options or ReadOptions()),
+            check_limit=VERIFY_ENTRY_BYTES,
+        )
 
 
-def _past_framing(
-    filesystem: pafs.FileSystem,
-    seg: SegmentRef,
-    position: int,
-    last_offset: int,
-    options: ReadOptions | None,
-) -> int | None:
-    """Where a tail walk whose framing broke at ``position`` goes on (DROPMALFORMED past
-    damage), or None where the data ends there: the end of the file, zeros (a preallocated
-    segment), an entry being appended, or one written since the walk read it (walked at the
-    next trigger). Damage raises in FAILFAST mode, as the batch reader does."""
-    if position >= seg.size:
-        return None
-    options = options or ReadOptions()
-    shown = kfs.display_path(filesystem, seg.path)
-    source = SegmentSource(filesystem, seg.path, seg.size, shown)
-    try:
-        head = source.read(position, ENTRY_HEAD_BYTES)
+class _StreamDamage:
+    """A stream tail's ``on_damage``: the batch reader's damage rules for the active segment."""
+
+    def __init__(
+        self,
+        filesystem: pafs.FileSystem,
+        seg: SegmentRef,
+        read: kfs.RangeReader,
+        options: ReadOptions,
+    ) -> None:
+        self.filesystem, self.seg, self.read, self.options = filesystem, seg, read, options
+
+    def __call__(self, damage: Damage) -> int | None:
+        if damage.entry is None:
+            return self._past_framing(damage.position, damage.last_offset)
+        end = damage.position + damage.entry.length
+        if not damage.checksum_valid and not as_array(self.read(end, TAIL_HEAD_BYTES)).any():
+            return None  # being written (or damaged: the reader says so once it follows)
+        error = damage.error
+        assert error is not None
+        resume = self._policy(
+            damage.position,
+            damage.last_offset,
+            lambda p: p.fail(error, damage.position, damage.offset),
+        )
+        if resume is None and damage.checksum_valid and end == self.seg.size:
+            return end  # the last entry, dropped whole: walked (not again at every trigger)
+        return resume
+
+    def _past_framing(self, position: int, last_offset: int) -> int | None:
+        """Where a tail walk whose framing broke at ``position`` goes on (DROPMALFORMED past
+        damage), or None where the data ends there: zeros (a preallocated segment), an entry
+        being appended, or one written since the walk read it (walked at the next trigger).
+        Damage raises in FAILFAST mode, as the batch reader does."""
+        head = as_array(self.read(position, ENTRY_HEAD_BYTES))
         if not head[:TAIL_HEAD_BYTES].any():
             return None  # zeros: preallocated, or a head not yet written
         entry = decode_entry_head(head, position)
-        if entry is not None and position + entry.length <= seg.size:
+        if entry is not None and position + entry.length <= self.seg.size:
             return None  # whole now: written since the walk read it
-        task = ScanTask(seg, None, None, start_position=position)
-        policy = DamagePolicy(task, options, source, shown, seg.size, lambda: last_offset)
         if entry is not None or head.shape[0] < TAIL_HEAD_BYTES:
-            return policy.past_eof(position, quiet=True)
+            return self._policy(position, last_offset, lambda p: p.past_eof(position, quiet=True))
         _, _, outcome, _ = K.hop_entries(head, 0, head.shape[0])
-        return policy.bad_framing(position, int(outcome), head[:TAIL_HEAD_BYTES].tobytes())
-    finally:
-        source.close()
+        seen = head[:TAIL_HEAD_BYTES].tobytes()
+        return self._policy(
+            position, last_offset, lambda p: p.bad_framing(position, int(outcome), seen)
+        )
+
+    def _policy(
+        self, position: int, last_offset: int, decide: Callable[[DamagePolicy], int | None]
+    ) -> int | None:
+        seg = self.seg
+        shown = kfs.display_path(self.filesystem, seg.path)
+        source = SegmentSource(self.filesystem, seg.path, seg.size, shown)
+        try:
+            task = ScanTask(seg, None, None, start_position=position)
+            return decide(
+                DamagePolicy(task, self.options, source, shown, seg.size, lambda: last_offset)
+            )
+        finally:
+            source.close()
 
 
 def _mtime_ns(path: str) -> int:
@@ -218,40 +215,6 @@ def _mtime_ns(path: str) -> int:
         return os.stat(path).st_mtime_ns
     except FileNotFoundError:
         return -1
-
-
-def _tail_start(
-    filesystem: pafs.FileSystem, seg: SegmentRef, read: kfs.RangeReader
-) -> tuple[int, int]:
-    """(position, offset) of the last index entry when a whole valid entry starts there whose
-    offsets are the index's, else (0, base offset)."""
-    if seg.index_path is None or not seg.index_size or not seg.size:
-        return 0, seg.base_offset
-    index = kidx.parse_offset_index(
-        memoryview(kfs.read_file(filesystem, seg.index_path)), seg.base_offset, seg.size
-    )
-    if index.positions.shape[0] == 0:
-        return 0, seg.base_offset
-    position = int(index.positions[-1])
-    entry = probe_entry(read, position, seg.size, check_limit=VERIFY_ENTRY_BYTES)
-    if entry is None or entry.offset < seg.base_offset:
-        return 0, seg.base_offset  # the index is not checksummed: walk the whole segment
-    # the walk from here passes this entry again: its offsets come from the walk
-    return position, seg.base_offset
-
-
-def _size_field(head: bytes) -> int:
-    return int.from_bytes(head[8:12], "big", signed=True)
-
-
-def _last_offset(head: bytes) -> int:
-    """The last offset of the entry whose first bytes are ``head``: a v2 batch's base offset
-    plus its lastOffsetDelta, a legacy entry's offset field (a wrapper's last inner offset)."""
-    offset = int.from_bytes(head[0:8], "big", signed=True)
-    if head[16] < 2:
-        return offset
-    delta = head[V2_LAST_OFFSET_DELTA_AT:LAST_ENTRY_HEAD]
-    return offset + int.from_bytes(delta, "big", signed=True)
 
 
 def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:

@@ -69,8 +69,9 @@ Read = Callable[[int, int], "np.ndarray | bytes"]
 """``read(position, length)``: up to ``length`` bytes of the ``.log`` at ``position`` (fewer only
 at the end of the file)."""
 
-ENTRY_HEAD_BYTES = 23  # offset, size, epoch/CRC, magic, and the v2 attributes' low byte
+ENTRY_HEAD_BYTES = 27  # offset, size, epoch/CRC, magic, v2 attributes and lastOffsetDelta
 LOG_OVERHEAD = 12  # offset + size: the bytes of an entry its size field does not count
+V2_LAST_OFFSET_DELTA_AT = 23  # offset 8, size 4, leader epoch 4, magic 1, CRC 4, attributes 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +83,13 @@ class EntryHead:
     length: int  # 12 + size
     magic: int
     codec: int  # compression codec id (attributes & 0x07)
+    last_offset: int  # v2: baseOffset + lastOffsetDelta; legacy: the offset field
 
 
 def decode_entry_head(head: np.ndarray, position: int = 0) -> EntryHead | None:
     """The framing of the entry whose first bytes are ``head``, if it is plausible: magic 0-2
-    and a size no smaller than the smallest such entry (14, a v2 batch 49)."""
+    and a size no smaller than the smallest such entry (14, a v2 batch 49). A v2 head shorter
+    than :data:`ENTRY_HEAD_BYTES` gives the base offset as its last offset."""
     if head.shape[0] < 17:
         return None
     size = int.from_bytes(head[8:12].tobytes(), "big", signed=True)
@@ -96,7 +99,11 @@ def decode_entry_head(head: np.ndarray, position: int = 0) -> EntryHead | None:
     at = 22 if magic == 2 else 17
     codec = int(head[at]) & 0x07 if head.shape[0] > at else 0
     offset = int.from_bytes(head[0:8].tobytes(), "big", signed=True)
-    return EntryHead(position, offset, LOG_OVERHEAD + size, magic, codec)
+    last = offset
+    if magic == 2 and head.shape[0] >= ENTRY_HEAD_BYTES:
+        at = V2_LAST_OFFSET_DELTA_AT
+        last += int.from_bytes(head[at : at + 4].tobytes(), "big", signed=True)
+    return EntryHead(position, offset, LOG_OVERHEAD + size, magic, codec, last)
 
 
 def probe_entry(

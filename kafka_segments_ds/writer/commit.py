@@ -38,8 +38,8 @@ from kafka_segments_ds.errors import (
     InvalidOptionError,
     OutputExistsError,
 )
-from kafka_segments_ds.fs import RangeReader, display_path, read_range, resolve
-from kafka_segments_ds.index import encode_offset_index, encode_time_index, parse_offset_index
+from kafka_segments_ds.fs import display_path, resolve
+from kafka_segments_ds.index import encode_offset_index, encode_time_index
 from kafka_segments_ds.journal import JOURNAL, STAGING_PREFIX
 from kafka_segments_ds.journal import list_dir as _listing
 from kafka_segments_ds.journal import refuse_pending as _refuse_pending
@@ -48,14 +48,13 @@ from kafka_segments_ds.layout import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    SegmentRef,
     discover,
     parse_partition_dir_name,
     segment_file_name,
 )
-from kafka_segments_ds.records.batches import probe_entry, require_complete, scan_entries
 from kafka_segments_ds.records.builder import encode_legacy_message
 from kafka_segments_ds.records.compression import CODEC_MASK, compress, decompress
+from kafka_segments_ds.tail import segment_tail
 from kafka_segments_ds.writer.options import INT32_MAX, WriteOptions
 from kafka_segments_ds.writer.preserve import check_chunk_start
 from kafka_segments_ds.writer.task import ChunkResult, JobSpec, TaskResult
@@ -391,38 +390,17 @@ def log_end_offset(filesystem: pafs.FileSystem, directory: str) -> tuple[int, li
             if present
         ]
         return last.base_offset, stale
-    start = 0
-    if last.index_path:
-        data = read_range(filesystem, last.index_path, 0, last.index_size)
-        index = parse_offset_index(memoryview(data), last.base_offset, last.size)
-        # the index is not checksummed: its position is used only where a valid entry starts
-        if len(index) and _valid_entry_at(filesystem, last, int(index.positions[-1])):
-            start = int(index.positions[-1])
-    tail = read_range(filesystem, last.path, start, last.size - start)
-    table = scan_entries(memoryview(tail))
-    where = display_path(filesystem, last.path)
-    refusal = (
-        "cannot append after a damaged or partly written segment (check it with "
-        "kafka-segments verify)"
-    )
-    try:
-        require_complete(table, len(tail), where)
-    except CorruptSegmentError as err:
-        raise CorruptSegmentError(refusal, path=where, position=start + table.valid_bytes) from err
-    if not len(table.last_offsets):
-        return last.base_offset, []
-    final = start + int(table.positions[-1])
-    if not _valid_entry_at(filesystem, last, final) or table.last_offsets[-1] < last.base_offset:
-        # the next offset comes from the last entry: it must be whole and true
-        raise CorruptSegmentError(refusal, path=where, position=final)
-    return int(table.last_offsets[-1]) + 1, []
-
-
-def _valid_entry_at(filesystem: pafs.FileSystem, seg: SegmentRef, position: int) -> bool:
-    if not 0 <= position < seg.size:
-        return False
-    with RangeReader(filesystem, seg.path) as read:
-        return probe_entry(read, position, seg.size) is not None
+    # the next offset follows the last entry the reader returns; the writer appends only after
+    # entries that all count by the reader's rules (tail.py), up to the end of the file
+    tail = segment_tail(filesystem, last)
+    if tail.end_position != last.size:
+        raise CorruptSegmentError(
+            "cannot append after a damaged or partly written segment (check it with "
+            "kafka-segments verify)",
+            path=display_path(filesystem, last.path),
+            position=tail.end_position,
+        )
+    return tail.next_offset, []
 
 
 # --------------------------------------------------------------------------------------------

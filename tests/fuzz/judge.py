@@ -8,7 +8,12 @@ Allowed outcomes of ``read_table`` on a mutated log:
   A log whose only damage is a truncation reads without error (end of data, as for a broker).
 * DROPMALFORMED: never raises; returns, in order, every row of every intact entry, and no row
   that is not the decode of some entry (an original one, or the damaged bytes themselves).
-  Offsets strictly increase.
+  Offsets strictly increase. No row comes from inside a damaged entry whose size field is
+  consistent (it leads to a valid entry or the end), whatever its damage, before where its own
+  checksum proves it ends; with an unknown magic byte, unless a valid entry inside cannot be
+  one of its inner messages.
+* Both modes, from the last offset DROPMALFORMED returned: the start is not refused as past
+  the end of the log (the log end offset follows the reader's rules).
 
 An intact entry is exempt only when an earlier entry claims offsets at or above its own (offset
 fields carry no checksum: when two entries disagree the earlier one is kept, as Kafka's log
@@ -36,9 +41,9 @@ import pyarrow as pa
 
 import kafka_segments_ds
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import CorruptSegmentError, KafkaSegmentsError
+from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError, KafkaSegmentsError
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
-from kafka_segments_ds.records.checksums import crc32
+from kafka_segments_ds.records.checksums import crc32, crc32c
 
 from .corpus import MAX_DECOMPRESSED, SEED_NAMES, Row, build_seed, reference_or_none
 from .mutate import Mutant, mutate_index, mutate_log
@@ -64,8 +69,9 @@ def table_rows(table: pa.Table) -> list[Row]:
     ]
 
 
-def make_input(run_seed: int, number: int) -> dict[str, Any]:
-    """The input ``number`` of run ``run_seed``: same numbers, same bytes, on every machine."""
+def make_input(run_seed: int, number: int, shapes: bool = True) -> dict[str, Any]:
+    """The input ``number`` of run ``run_seed``: same numbers, same bytes, on every machine.
+    ``shapes=False``: as before mutate.SHAPES existed (the inputs earlier campaigns found)."""
     rng = random.Random(f"{run_seed}:{number}")
     seed_name = rng.choice(SEED_NAMES)
     if rng.random() < INDEX_SHARE:
@@ -77,7 +83,9 @@ def make_input(run_seed: int, number: int) -> dict[str, Any]:
         options["verifyChecksums"] = False
     return {
         "target": "log",
-        "mutant": mutate_log(rng, seed_name),
+        "mutant": mutate_log(
+            rng, seed_name, random.Random(f"{run_seed}:{number}:shapes") if shapes else None
+        ),
         "options": options,
         "seed": seed_name,
     }
@@ -131,16 +139,54 @@ def _checked_extent(data: bytes) -> int | None:
     return end if crc32(data[16:end]) == stored else None
 
 
-def _declared_end(data: bytes, position: int) -> int | None:
+def _declared_end(data: bytes, position: int, any_magic: bool = False) -> int | None:
     """Where the entry at ``position`` ends by its size field, if its framing is plausible
-    (magic 0-2, a size no smaller than the smallest entry) and it ends inside the file."""
-    if len(data) - position < 17 or data[position + 16] > 2:
+    (magic 0-2 -- any with ``any_magic`` --, a size no smaller than the smallest entry) and it
+    ends inside the file."""
+    if len(data) - position < 17 or (data[position + 16] > 2 and not any_magic):
         return None
     (size,) = struct.unpack_from(">i", data, position + 8)
     end = position + 12 + size
     if size < (49 if data[position + 16] == 2 else 14) or end > len(data):
         return None
     return end
+
+
+def _holds_verbatim(data: bytes, at: int, declared: int, valid_starts: set[int]) -> bool:
+    """For an entry with an unknown magic byte: whether every valid start inside it may be an
+    inner message of it read as a compressed legacy wrapper (magic 0 or 1 layout), so the
+    reader skips it whole; otherwise valid entries inside that chain to its end may win (its
+    size field covered them)."""
+    if not 1 <= data[at + 17] & 0x07 <= 3:
+        return False
+    starts = []
+    for key_at in (18, 26):  # the key length of a magic-0 / magic-1 message
+        if at + key_at + 4 > len(data):
+            continue
+        (key,) = struct.unpack_from(">i", data, at + key_at)
+        value_at = at + key_at + 4 + max(key, 0)
+        if (
+            key >= -1
+            and value_at + 4 <= len(data)
+            and struct.unpack_from(">i", data, value_at)[0] >= 0
+        ):
+            starts.append(value_at + 4)
+    inside = [p for p in valid_starts if at < p < declared]
+    return bool(starts) and all(data[p + 16] < 2 and p >= min(starts) for p in inside)
+
+
+def _proven_ends(data: bytes, at: int, declared: int, valid_starts: set[int]) -> list[int]:
+    """Valid entry starts inside the damaged entry at ``at`` (declared to end at
+    ``declared``) where its own checksum proves it ends: no checksum covers the size field,
+    and a magic-2 CRC-32C (also assumed for an unknown magic byte) not the magic byte either."""
+    inside = sorted(p for p in valid_starts if at < p < declared)
+    if not inside or declared - at < 26:
+        return []
+    if data[at + 16] < 2:
+        extent = _checked_extent(data[at:declared])
+        return [p for p in inside if extent is not None and at + extent == p]
+    (stored,) = struct.unpack_from(">I", data, at + 17)
+    return [p for p in inside if p - at >= 61 and crc32c(data[at + 21 : p]) == stored]
 
 
 def _is_subsequence(needed: list[Row], got: list[Row]) -> bool:
@@ -204,8 +250,6 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         if piece.intact:
             in_intact[position : position + len(piece.data)] = b"\x01" * len(piece.data)
     others = _well_formed_entries(data, in_intact, verify)
-    for other in others:
-        allowed.update(other.rows)
     valid_starts = {p for piece, p in zip(m.pieces, starts, strict=True) if piece.intact}
     # what the reader calls a valid entry: plausible framing and a matching checksum (checked
     # whatever verifyChecksums says), whether or not its content decodes (a hostile entry with
@@ -215,6 +259,7 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     after_wrapper = False  # a damaged wrapper whose size field is damaged too came
     hidden: set[int] = set()
     overlapped: list[tuple[int, int]] = []  # declared extents of damaged entries
+    sealed: list[tuple[int, int]] = []  # where no entry is read: inside consistent ones
     run_start = None  # where the current run of damaged pieces starts: the reader frames
     # one damaged entry from there, whatever the pieces' own boundaries
     for i, (piece, position) in enumerate(zip(m.pieces, starts, strict=True)):
@@ -231,13 +276,22 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         first_damage = min(first_damage, position)
         run_start = position if run_start is None else run_start
         for at in {run_start, position}:
-            declared = _declared_end(data, at)
+            declared = _declared_end(data, at, any_magic=True)
             consistent = declared is not None and (
                 declared == len(data) or declared in valid_starts
             )
             if consistent:
                 assert declared is not None
                 overlapped.append((at, declared))
+            # where the reader frames (the start of a run of damage), a consistent entry is
+            # skipped whole, whatever its damage: nothing before a proven end is read. (Not
+            # promised of a later piece of the run: the reader searches past the first one and
+            # a wrapper with an unknown magic byte is no valid entry to stop at.)
+            if consistent and at == run_start:
+                assert declared is not None
+                if data[at + 16] <= 2 or _holds_verbatim(data, at, declared, valid_starts):
+                    proven = _proven_ends(data, at, declared, valid_starts)
+                    sealed.append((at, min(proven, default=declared)))
             # The reader skips a damaged entry whose size field is consistent whole; otherwise
             # it searches, and a wrapper whose CRC proves where it ends (only its size field is
             # damaged) still holds no inner message past that end.
@@ -246,6 +300,11 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
                 and not consistent
                 and _checked_extent(data[at:]) is None
             )
+    # A well-formed entry strictly inside a damaged entry whose size field is consistent is
+    # never read (an inner message stored verbatim in a wrapper with a damaged magic byte).
+    others = [o for o in others if not any(at < o.position < end for at, end in sealed)]
+    for other in others:
+        allowed.update(other.rows)
     # An intact entry is exempt when a well-formed entry elsewhere contradicts its offsets:
     # offset fields carry no checksum, so there is no telling which of the two lies.
     # So is one whose bytes a well-formed entry before it overlaps (the reader follows the
@@ -268,9 +327,11 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         allowed.update(rows)
     complaints: list[str] = []
 
-    def read(mode: str) -> list[Row] | BaseException:
+    def read(mode: str, extra: dict[str, str] | None = None) -> list[Row] | BaseException:
         try:
-            table = kafka_segments_ds.read_table(str(Path(path).parent), mode=mode, **options)
+            table = kafka_segments_ds.read_table(
+                str(Path(path).parent), mode=mode, **options, **(extra or {})
+            )
         except Exception as err:  # judged below
             return err
         return table_rows(table)
@@ -307,6 +368,28 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     strangers = [r for r in dropping if r not in allowed]
     if strangers:
         complaints.append(f"rows that no entry holds: {strangers[:3]}")
+    if offsets and offsets[-1] > 0:
+        complaints.extend(_judge_start(read, offsets[-1], strict))
+    return complaints
+
+
+def _judge_start(read: Any, start: int, strict: list[Row] | BaseException) -> list[str]:
+    """A read from the last offset DROPMALFORMED returned is not refused as past the end of
+    the log, in either mode: the log end offset of the range check follows the reader's own
+    rules (independent fuzz: a checksum-valid batch whose offsets go back became the log end,
+    and a valid startingOffsets was refused). FAILFAST raises the reader's damage error, if
+    any. (Which rows such a read returns is not judged: a batch before the start offset is
+    pruned before its checksum is checked, so its size field is trusted -- see the report of
+    issue 23's fuzz campaign.)"""
+    complaints = []
+    option = {"startingOffsets": f'{{"t":{{"0":{start}}}}}'}
+    got = read("DROPMALFORMED", option)
+    if isinstance(got, BaseException):
+        complaints.append(f"DROPMALFORMED from offset {start} raised: " + _describe(got))
+    if isinstance(strict, BaseException):
+        failed = read("FAILFAST", option)
+        if isinstance(failed, InvalidOptionError):
+            complaints.append(f"FAILFAST from offset {start} refused: {failed}")
     return complaints
 
 

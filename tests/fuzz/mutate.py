@@ -25,6 +25,15 @@ Operators (chosen at random, one to three per input):
                 tenth regression: the prefix must be kept)
 * ``drop`` / ``duplicate`` / ``swap``   whole entries removed, repeated, reordered
 
+Two shapes of an independent campaign (``../shared/regressions/independent-fuzz``), drawn by
+:func:`add_shape` from a random stream of their own, so the inputs above keep their numbers:
+
+* ``badmagic``  an unknown magic byte in an entry whose size field stays consistent, often a
+                legacy wrapper holding its inner messages verbatim (incompressible values):
+                nothing inside it may be read, nothing after it lost
+* ``backwards`` a checksum-valid v2 batch whose offsets go back (at the end of the log most
+                often): the reader drops it, so it must not become the log end offset
+
 Index mutations (``mutate_index``) damage ``.index`` / ``.timeindex`` bytes of a clean log.
 """
 
@@ -39,7 +48,11 @@ from dataclasses import dataclass, field
 import cramjam
 import zstandard
 
-from kafka_segments_ds.records.builder import encode_legacy_message
+from kafka_segments_ds.records.builder import (
+    RecordSpec,
+    encode_legacy_message,
+    encode_legacy_wrapper,
+)
 from kafka_segments_ds.records.compression import LZ4_MAGIC, compress, decompress
 from kafka_segments_ds.records.varint import (
     decode_varint,
@@ -620,7 +633,57 @@ OPERATORS = {
 }
 
 
-def mutate_log(rng: random.Random, seed_name: str) -> Mutant:
+def op_badmagic(rng: random.Random, m: Mutant) -> str:
+    """An unknown magic byte in one entry, its size field left as it is (consistent)."""
+    verbatim, target = "", None
+    if rng.random() < 0.5:
+        # a wrapper whose payload stores its inner messages verbatim: a large incompressible
+        # value first makes the compressor give up on matches
+        magic, codec = rng.choice((0, 1)), rng.choice((GZIP, SNAPPY, LZ4))
+        last = rng.choice((2, 500, 2**62 + rng.randrange(1000)))
+        specs = [
+            RecordSpec(value=rng.randbytes(size), key=b"k%d" % j, timestamp=TS + j)
+            for j, size in enumerate((rng.choice((300, 5000, 20000)), rng.randrange(10, 80)))
+        ]
+        wrapper = encode_legacy_wrapper(specs, last_offset=last, magic=magic, compression=codec)
+        m.originals.append(wrapper)
+        target = rng.randrange(len(m.pieces) + 1)
+        m.pieces.insert(target, Piece(wrapper, True))
+        verbatim = f"+wrapper{magic}.{codec}@{last}"
+    intact = _entries(m)
+    if not intact:
+        return "badmagic:none"
+    wrappers = [i for i in intact if m.pieces[i].data[16] < 2 and m.pieces[i].data[17] & 0x07]
+    if target is None:
+        target = rng.choice(wrappers if wrappers and rng.random() < 0.7 else intact)
+    i = target
+    value = rng.choice((3, 19, 100, 161, 255, rng.randrange(3, 256)))
+    data = bytearray(m.pieces[i].data)
+    data[16] = value
+    _damage(m, i, bytes(data))
+    return f"badmagic:{i}={value}{verbatim}"
+
+
+def op_backwards(rng: random.Random, m: Mutant) -> str:
+    """A checksum-valid v2 batch whose offsets go back, inserted after an entry."""
+    at = len(m.pieces) if rng.random() < 0.6 else rng.randrange(len(m.pieces) + 1)
+    before = [o for p in m.pieces[:at] if p.intact for o in _claimed_offsets(p.data)]
+    highest = max(before, default=0)
+    near = max(highest - rng.randrange(1, 4), 0)
+    base = rng.choice((0, highest, near, rng.randrange(highest + 1)))
+    batch = v2(base, rng.randrange(1, 5), rng.choice((NONE, NONE, GZIP, ZSTD)))
+    m.originals.append(batch)
+    m.pieces.insert(at, Piece(batch, True))
+    return f"backwards:{at}@{base}"
+
+
+SHAPES = {"badmagic": op_badmagic, "backwards": op_backwards}
+SHAPE_SHARE = 0.25  # of log inputs get one of the SHAPES after their other operators
+
+
+def mutate_log(rng: random.Random, seed_name: str, shapes: random.Random | None = None) -> Mutant:
+    """Mutate seed ``seed_name``; ``shapes`` (a random stream of its own, so the inputs
+    without a shape keep their numbers) adds one of :data:`SHAPES` to some inputs."""
     seed = build_seed(seed_name)
     m = Mutant([Piece(e, True) for e in seed.entries], originals=list(seed.entries))
     names = list(OPERATORS)
@@ -628,7 +691,14 @@ def mutate_log(rng: random.Random, seed_name: str) -> Mutant:
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         name = rng.choices(names, weights)[0]
         m.ops.append(OPERATORS[name][0](rng, m))
+    if shapes is not None and shapes.random() < SHAPE_SHARE:
+        m.ops.append(add_shape(shapes, m))
     return m
+
+
+def add_shape(rng: random.Random, m: Mutant) -> str:
+    """Apply one of :data:`SHAPES` (chosen evenly) to ``m``."""
+    return SHAPES[rng.choice(sorted(SHAPES))](rng, m)
 
 
 # --- index files ------------------------------------------------------------------------------

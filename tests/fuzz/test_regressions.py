@@ -6,6 +6,7 @@ Each builds the smallest log showing the bug and pins the exact outcome.
 from __future__ import annotations
 
 import logging
+import random
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,3 +331,47 @@ def test_zero_tail_inside_a_valid_entry_is_no_torn_write(tmp_path: Path) -> None
     struct.pack_into(">i", cut, 8, total - 3 - len(head) - 12)  # ends 3 bytes before the end
     path = write(tmp_path, head, bytes(cut), last)
     assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 3, 10]
+
+
+@pytest.mark.parametrize("lead", ["framed", "after-damage"])
+def test_no_entry_starts_inside_a_valid_batch_dropped_for_its_offsets(
+    tmp_path: Path, lead: str
+) -> None:
+    """2305:174, 2305:4238 -- a checksum-valid batch whose offsets go back, then a batch cut
+    4 bytes into its offset field: the batch's last 4 bytes complete that offset field, so a
+    checksum-valid "entry" (no CRC covers the offset field) starts inside the valid batch, with
+    offset 3531506008385912842. Resynchronising there invented its rows and dropped the intact
+    batch after it. A valid batch's checksum proves its bytes its own: the search passes it
+    whole, whether the reader frames it (FAILFAST names it) or meets it searching past damage."""
+    good, back, cut, after = v2(0, 3), v2(0, 2), v2(10, 3)[4:], v2(20, 2)
+    lead_in = [damaged(v2(3, 2))[:50]] if lead == "after-damage" else []
+    path = write(tmp_path, good, *lead_in, back, cut, after)
+    inside = len(good) + sum(map(len, lead_in)) + len(back) - 4
+    data = Path(path).read_bytes()
+    assert struct.unpack_from(">q", data, inside)[0] == 3531506008385912842
+    assert offsets(path, mode="DROPMALFORMED") == [0, 1, 2, 20, 21]
+    with pytest.raises(CorruptSegmentError) as info:
+        offsets(path)
+    assert info.value.position == len(good)
+
+
+def test_valid_wrapper_dropped_for_its_offsets_is_skipped_to_its_end(tmp_path: Path) -> None:
+    """2306:24812 -- a magic-0 wrapper dropped for its offsets (its first inner offset is not
+    above the last good one), then a wrapper with an unknown magic byte whose size field is
+    consistent: reading went on by a search from inside the first, which found an inner
+    message stored verbatim in the second (offset 2^62 + 1) and dropped the intact entries
+    after it. A valid entry's checksum proves its extent: reading goes on at its end, where
+    the damaged wrapper is skipped whole."""
+    messages = [encode_legacy_message(offset=o, magic=0, key=None, value=b"v") for o in (2, 3)]
+    first = legacy_wrapper(b"".join(messages), last_offset=3, magic=0, codec=GZIP)
+    rng = random.Random("24812")
+    inner = b"".join(
+        encode_legacy_message(offset=2**62 + i, magic=0, key=None, value=rng.randbytes(n))
+        for i, n in enumerate((20000, 40))
+    )
+    hidden = bytearray(legacy_wrapper(inner, last_offset=2**62 + 1, magic=0, codec=SNAPPY))
+    hidden[16] = 19
+    lead = encode_legacy_message(offset=2, magic=0, key=None, value=b"lead")
+    after = [encode_legacy_message(offset=o, magic=0, key=None, value=b"a") for o in (5, 6)]
+    path = write(tmp_path, lead, first, bytes(hidden), *after)
+    assert offsets(path, mode="DROPMALFORMED") == [2, 5, 6]

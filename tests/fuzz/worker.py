@@ -36,8 +36,8 @@ def _reset_peak() -> None:
         pass
 
 
-def judge(run_seed: int, number: int, workdir: Path) -> dict[str, object]:
-    spec = make_input(run_seed, number)
+def judge(run_seed: int, number: int, workdir: Path, shapes: bool = True) -> dict[str, object]:
+    spec = make_input(run_seed, number, shapes)
     if spec["target"] == "index":
         ops, complaints = judge_index(spec["seed"], spec["rng"], workdir)
         size = 0
