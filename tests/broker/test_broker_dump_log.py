@@ -265,7 +265,16 @@ def test_decoders_equal_dump_log_decoders(
     """``dump --decoder`` against DumpLogSegments' decoder of the same internal topic: key and
     value field by field (Kafka's camelCase names for our snake_case ones), where Kafka prints
     them; our consumer group's commit and both transactional ids are among them."""
-    log_dir = archive["stopped"]
+    ours = compare_internal_topic(broker, archive["stopped"], topic, kafka_flag, decoder)
+    text = json.dumps([r["key"] for r in ours.values()])
+    assert {"__consumer_offsets": GROUP, "__transaction_state": "dls-txn-1"}.get(topic, "") in text
+
+
+def compare_internal_topic(
+    broker: Broker, log_dir: Path, topic: str, kafka_flag: str, decoder: str
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """``dump --decoder`` on ``topic``'s partition 0 under ``log_dir`` against DumpLogSegments'
+    ``kafka_flag``, record by record and field by field; our rows by (segment, offset)."""
     files = internal_files(log_dir, topic)
     kafka = dump_log(broker, "--deep-iteration", kafka_flag, files=files)
     ours = {
@@ -285,8 +294,7 @@ def test_decoders_equal_dump_log_decoders(
                 compared += 1
     assert compared == len(ours)
     assert [f for f in found if not unknown_record_type(f, ours)] == []
-    text = json.dumps([r["key"] for r in ours.values()])
-    assert {"__consumer_offsets": GROUP, "__transaction_state": "dls-txn-1"}.get(topic, "") in text
+    return ours
 
 
 def unknown_record_type(difference: str, ours: dict[Any, dict[str, Any]]) -> bool:
