@@ -157,7 +157,19 @@ SEGMENT_ID_DATA = {
 }
 
 
-def test_remote_log_segment_metadata_record() -> None:
+@pytest.mark.parametrize(
+    ("version", "tagged", "expected_tags"),
+    [
+        # as a Kafka 4.1 broker writes it: TxnIndexEmpty (tag 0) set
+        (0, tags((0, b"\x01")), {"txn_index_empty": True}),
+        (0, tags(), {"txn_index_empty": False}),
+        # version 1 adds BrokerLeaderEpoch (tag 1)
+        (1, tags((0, b"\x00"), (1, i32(5))), {"txn_index_empty": False, "broker_leader_epoch": 5}),
+    ],
+)
+def test_remote_log_segment_metadata_record(
+    version: int, tagged: bytes, expected_tags: dict[str, object]
+) -> None:
     body = (
         SEGMENT_ID
         + i64(100)  # start offset
@@ -169,14 +181,14 @@ def test_remote_log_segment_metadata_record() -> None:
         + i32(4096)  # segment size
         + cb(b"\x01\x02")  # custom metadata
         + i8(1)  # COPY_SEGMENT_FINISHED
-        + tags()
+        + tagged
     )
-    key, value = decode_remote_log_metadata(None, frame(0, 0, body))
+    key, value = decode_remote_log_metadata(None, frame(0, version, body))
     assert key is None
     assert value == {
         "type": "RemoteLogSegmentMetadataRecord",
         "api_key": 0,
-        "version": 0,
+        "version": version,
         "data": {
             "remote_log_segment_id": SEGMENT_ID_DATA,
             "start_offset": 100,
@@ -191,6 +203,7 @@ def test_remote_log_segment_metadata_record() -> None:
             "segment_size_in_bytes": 4096,
             "custom_metadata": b64(b"\x01\x02"),
             "remote_log_segment_state": 1,
+            **expected_tags,
         },
     }
 
@@ -246,6 +259,7 @@ def test_remote_log_segment_metadata_record() -> None:
                 "segment_size_in_bytes": 10,
                 "custom_metadata": None,
                 "remote_log_segment_state": 0,
+                "txn_index_empty": False,  # tag 0 absent: its default
             },
         ),
     ],

@@ -11,7 +11,8 @@ uvarint api key, uvarint version, then the flexible-version record:
 * 3 ``RemoteLogSegmentMetadataSnapshotRecord``: a segment as stored in a metadata snapshot.
 
 Schemas transcribed from apache/kafka ``storage/src/main/resources/message/*.json`` at commit
-1eb7644 (2024-10-25). State ids (``RemoteLogSegmentState``): 0 COPY_SEGMENT_STARTED,
+1eb7644 (2024-10-25); the segment records' tagged fields (``TxnIndexEmpty``, tag 0, and from
+version 1 ``BrokerLeaderEpoch``, tag 1) as of 1acb523. State ids (``RemoteLogSegmentState``): 0 COPY_SEGMENT_STARTED,
 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED;
 (``RemotePartitionDeleteState``): 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED,
 2 DELETE_PARTITION_FINISHED.
@@ -29,11 +30,17 @@ _TOPIC_ID_PARTITION = Struct(
 )
 _SEGMENT_ID = Struct((Field("topic_id_partition", _TOPIC_ID_PARTITION), Field("id", "uuid")))
 _LEADER_EPOCHS = ArrayOf(Struct((Field("leader_epoch", "int32"), Field("offset", "int64"))))
+# tagged fields of a segment's record and its snapshot record (Kafka 3.9+: a 4.1 broker writes
+# tag 0): whether its transaction index is empty; from version 1, the uploading leader's epoch
+_SEGMENT_TAGS = (
+    Field("txn_index_empty", "bool", tag=0, default=False),
+    Field("broker_leader_epoch", "int32", versions=(1, None), tag=1, default=0),
+)
 
 SCHEMAS: dict[int, Message] = {
     0: Message(
         "RemoteLogSegmentMetadataRecord",
-        (0, 0),
+        (0, 1),
         0,
         (
             Field("remote_log_segment_id", _SEGMENT_ID),
@@ -46,6 +53,7 @@ SCHEMAS: dict[int, Message] = {
             Field("segment_size_in_bytes", "int32"),
             Field("custom_metadata", "bytes", nullable=(0, None)),
             Field("remote_log_segment_state", "int8"),
+            *_SEGMENT_TAGS,
         ),
     ),
     1: Message(
@@ -73,7 +81,7 @@ SCHEMAS: dict[int, Message] = {
     ),
     3: Message(
         "RemoteLogSegmentMetadataSnapshotRecord",
-        (0, 0),
+        (0, 1),
         0,
         (
             Field("segment_id", "uuid"),
@@ -86,6 +94,7 @@ SCHEMAS: dict[int, Message] = {
             Field("segment_size_in_bytes", "int32"),
             Field("custom_metadata", "bytes", nullable=(0, None)),
             Field("remote_log_segment_state", "int8"),
+            *_SEGMENT_TAGS,
         ),
     ),
 }

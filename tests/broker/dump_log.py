@@ -154,3 +154,85 @@ def differences(kafka: Any, ours: Any, where: str = "") -> list[str]:
             for d in differences(a, b, f"{where}[{i}]")
         ]
     return [] if kafka == ours else [f"{where}: Kafka {kafka!r}, ours {ours!r}"]
+
+
+def parse_to_string(text: str) -> tuple[str, dict[str, str]]:
+    """Java's ``Name{a=1, b=Other{...}, c={0=0}}`` (what DumpLogSegments' remote log metadata
+    decoder prints) as ("Name", {"a": "1", "b": "Other{...}", "c": "{0=0}"})."""
+    name, _, rest = text.partition("{")
+    fields: dict[str, str] = {}
+    i = 0
+    while i < len(rest) and rest[i] != "}":
+        eq = rest.index("=", i)
+        key, i = rest[i:eq].strip(), eq + 1
+        start, depth = i, 0
+        while i < len(rest) and not (depth == 0 and rest[i] in ",}"):
+            depth += {"{": 1, "}": -1}.get(rest[i], 0)
+            i += 1
+        fields[key] = rest[start:i].strip()
+        if i < len(rest) and rest[i] == ",":
+            i += 1
+    return name, fields
+
+
+# RemoteLogSegmentState and RemotePartitionDeleteState ids by name
+SEGMENT_STATES = {
+    "COPY_SEGMENT_STARTED": 0,
+    "COPY_SEGMENT_FINISHED": 1,
+    "DELETE_SEGMENT_STARTED": 2,
+    "DELETE_SEGMENT_FINISHED": 3,
+}
+PARTITION_STATES = {
+    "DELETE_PARTITION_MARKED": 0,
+    "DELETE_PARTITION_STARTED": 1,
+    "DELETE_PARTITION_FINISHED": 2,
+}
+
+
+def remote_metadata_differences(payload: str, ours: dict[str, Any], where: str) -> list[str]:
+    """DumpLogSegments' ``--remote-log-metadata-decoder`` payload against our decoded value."""
+    name, kafka = parse_to_string(payload)
+    data = ours["data"]
+
+    expected: dict[str, Any] = {}
+    got: dict[str, Any] = {}
+    if "remoteLogSegmentId" in kafka:
+        _, segment = parse_to_string(kafka["remoteLogSegmentId"])
+        data_tp = data["remote_log_segment_id"]["topic_id_partition"]
+        expected["segment"] = (segment["topicIdPartition"], segment["id"])
+        got["segment"] = (
+            f"{data_tp['id']}:{data_tp['name']}-{data_tp['partition']}",
+            data["remote_log_segment_id"]["id"],
+        )
+        expected["state"] = SEGMENT_STATES[kafka["state"]]
+        got["state"] = data["remote_log_segment_state"]
+    else:
+        data_tp = data["topic_id_partition"]
+        expected["partition"] = kafka["topicIdPartition"]
+        got["partition"] = f"{data_tp['id']}:{data_tp['name']}-{data_tp['partition']}"
+        expected["state"] = PARTITION_STATES[kafka["state"]]
+        got["state"] = data["remote_partition_delete_state"]
+    for java, ours_name in (
+        ("startOffset", "start_offset"),
+        ("endOffset", "end_offset"),
+        ("brokerId", "broker_id"),
+        ("maxTimestampMs", "max_timestamp_ms"),
+        ("eventTimestampMs", "event_timestamp_ms"),
+        ("segmentSizeInBytes", "segment_size_in_bytes"),
+    ):
+        if java in kafka:
+            expected[java], got[java] = int(kafka[java]), data[ours_name]
+    if "segmentLeaderEpochs" in kafka:
+        pairs = [p.split("=") for p in kafka["segmentLeaderEpochs"].strip("{}").split(", ") if p]
+        expected["epochs"] = [(int(e), int(o)) for e, o in pairs]
+        got["epochs"] = [(e["leader_epoch"], e["offset"]) for e in data["segment_leader_epochs"]]
+    if "txnIdxEmpty" in kafka:
+        expected["txnIdxEmpty"] = kafka["txnIdxEmpty"] == "true"
+        got["txnIdxEmpty"] = data["txn_index_empty"]
+    if kafka.get("customMetadata") == "Optional.empty":
+        expected["customMetadata"], got["customMetadata"] = None, data["custom_metadata"]
+    return [
+        f"{where} {name} {key}: Kafka {expected[key]!r}, ours {got[key]!r}"
+        for key in expected
+        if expected[key] != got[key]
+    ]

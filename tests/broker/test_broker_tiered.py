@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from dump_log import dump_log, jsonl, remote_metadata_differences, split_key_payload
 from kafka_broker import Broker, Row, table_rows
 
 from kafka_segments_ds import read_table
@@ -22,7 +23,7 @@ def local_segments(log_dir: Path, partition: int) -> list[int]:
     return sorted(int(p.stem) for p in (log_dir / f"{TOPIC}-{partition}").glob("*.log"))
 
 
-def test_local_tiered_storage_bucket(broker: Broker) -> None:
+def test_local_tiered_storage_bucket(broker: Broker, tmp_path: Path) -> None:
     broker.create_topic(
         TOPIC,
         PARTITIONS,
@@ -52,3 +53,32 @@ def test_local_tiered_storage_bucket(broker: Broker) -> None:
         assert start > 0 and remote and remote[-1][2] == start - 1
         assert remote == [r for r in fetched if r[2] < start]
         assert here == [r for r in fetched if r[2] >= start]
+
+    # the metadata of those uploads: dump --decoder remote against DumpLogSegments'
+    # --remote-log-metadata-decoder, record by record (a copy: the broker keeps appending)
+    copy = broker.snapshot(tmp_path / "rlmm", "__remote_log_metadata")
+    directory = copy / "__remote_log_metadata-0"
+    files = sorted(directory.glob("*.log"))
+    kafka = dump_log(broker, "--deep-iteration", "--remote-log-metadata-decoder", files=files)
+    rows = jsonl("--decoder", "remote", "--include-metadata", directory)
+    ours = {(r["segment"], r["offset"]): r for r in rows}
+    found: list[str] = []
+    compared: list[dict] = []
+    for path, batches in kafka.items():
+        for batch in batches:
+            for record in batch["records"]:
+                row = ours[(path, record["offset"])]
+                _, payload = split_key_payload(record["rest"])
+                assert payload is not None
+                found += remote_metadata_differences(payload, row["value"], str(record["offset"]))
+                compared.append(row["value"]["data"])
+    assert found == []
+    assert len(compared) == len(ours)
+    # every rolled segment of the topic was uploaded: its start metadata is among them
+    starts = {
+        (d["remote_log_segment_id"]["topic_id_partition"]["partition"], d["start_offset"])
+        for d in compared
+        if "start_offset" in d and d["remote_log_segment_id"]["topic_id_partition"]["name"] == TOPIC
+    }
+    for partition in range(PARTITIONS):
+        assert (partition, 0) in starts
