@@ -13,7 +13,8 @@ uvarint api key, uvarint version, then the flexible-version record:
 Schemas transcribed from apache/kafka ``storage/src/main/resources/message/*.json`` at commit
 1eb7644 (2024-10-25); the segment records' tagged fields (``TxnIndexEmpty``, tag 0, and from
 version 1 ``BrokerLeaderEpoch``, tag 1) as of 1acb523. State ids (``RemoteLogSegmentState``):
-0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED, 3 DELETE_SEGMENT_FINISHED;
+0 COPY_SEGMENT_STARTED, 1 COPY_SEGMENT_FINISHED, 2 DELETE_SEGMENT_STARTED,
+3 DELETE_SEGMENT_FINISHED;
 (``RemotePartitionDeleteState``): 0 DELETE_PARTITION_MARKED, 1 DELETE_PARTITION_STARTED,
 2 DELETE_PARTITION_FINISHED.
 """
