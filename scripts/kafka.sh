@@ -133,6 +133,9 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$dir/data
 $(common_properties)
+# a KRaft snapshot of the metadata log every few seconds (of new records), for the tests that
+# read them (the default is an hour)
+metadata.log.max.snapshot.interval.ms=3000
 num.partitions=1
 background.threads=2
 num.recovery.threads.per.data.dir=1

@@ -77,6 +77,9 @@ def archive(broker_session: Broker, tmp_path_factory: pytest.TempPathFactory) ->
     b.produce(COMPACT_TOPIC, 20, key_space=5, value_bytes=30, tag="r", seed=2)
     wait_for("clean dls-compacted", lambda: cleaner_checkpoint(b.log_dir, COMPACT_TOPIC) > 0)
     b.tool("consume", "--topic", CODEC_TOPIC, "--group", GROUP)
+    # the controller snapshots the metadata log (metadata.log.max.snapshot.interval.ms)
+    metadata = b.log_dir / "__cluster_metadata-0"
+    wait_for("snapshot its metadata log", lambda: any(metadata.glob("*.checkpoint")))
     home = tmp_path_factory.mktemp("dump-log")
     live = b.snapshot(home / "live")
     b.stop()
@@ -341,14 +344,13 @@ def compare_decoded(rest: str, row: dict[str, Any] | None, where: str) -> list[s
 
 
 def test_snapshot_decoder_equals_dump_log(broker: Broker, archive: dict[str, Path]) -> None:
-    """A KRaft snapshot (.checkpoint): the log dir's bootstrap snapshot and any snapshot of
-    ``__cluster_metadata-0``, decoded by ``dump`` and by DumpLogSegments, record by record
-    (its control records, header and footer, included on both sides)."""
+    """KRaft snapshots (.checkpoint): the log dir's bootstrap snapshot and the snapshots the
+    controller wrote of ``__cluster_metadata-0``, decoded by ``dump`` and by DumpLogSegments,
+    record by record (their control records, header and footer, included on both sides)."""
     log_dir = archive["stopped"]
-    files = [
-        log_dir / "bootstrap.checkpoint",
-        *sorted((log_dir / "__cluster_metadata-0").glob("*.checkpoint")),
-    ]
+    snapshots = sorted((log_dir / "__cluster_metadata-0").glob("*.checkpoint"))
+    assert snapshots, "the broker wrote no snapshot of its metadata log"
+    files = [log_dir / "bootstrap.checkpoint", *snapshots]
     kafka = dump_log(broker, "--deep-iteration", "--cluster-metadata-decoder", files=files)
     found: list[str] = []
     compared = 0
