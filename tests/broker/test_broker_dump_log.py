@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -274,10 +275,17 @@ def test_decoders_equal_dump_log_decoders(
 
 
 def compare_internal_topic(
-    broker: Broker, log_dir: Path, topic: str, kafka_flag: str, decoder: str
+    broker: Broker,
+    log_dir: Path,
+    topic: str,
+    kafka_flag: str,
+    decoder: str,
+    compare: Callable[[str, dict[str, Any] | None, str], list[str]] | None = None,
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """``dump --decoder`` on ``topic``'s partition 0 under ``log_dir`` against DumpLogSegments'
-    ``kafka_flag``, record by record and field by field; our rows by (segment, offset)."""
+    ``kafka_flag``, record by record and field by field (``compare``: Kafka's record text, our
+    row, where; default: Kafka's JSON rendering); our rows by (segment, offset)."""
+    compare = compare or compare_decoded
     files = internal_files(log_dir, topic)
     kafka = dump_log(broker, "--deep-iteration", kafka_flag, files=files)
     ours = {
@@ -293,7 +301,7 @@ def compare_internal_topic(
                 if batch["isControl"]:
                     assert row is None  # dump yields data records only (see the deep test)
                     continue
-                found += compare_decoded(record["rest"], row, f"{topic}@{record['offset']}")
+                found += compare(record["rest"], row, f"{topic}@{record['offset']}")
                 compared += 1
     assert compared == len(ours)
     assert [f for f in found if not unknown_record_type(f, ours)] == []

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-from dump_log import dump_log, jsonl, remote_metadata_differences, split_key_payload
+from dump_log import remote_metadata_differences, split_key_payload
 from kafka_broker import Broker, Row, table_rows
+from test_broker_dump_log import compare_internal_topic
 
 from kafka_segments_ds import read_table
 
@@ -21,6 +23,14 @@ WAIT_S = 120
 
 def local_segments(log_dir: Path, partition: int) -> list[int]:
     return sorted(int(p.stem) for p in (log_dir / f"{TOPIC}-{partition}").glob("*.log"))
+
+
+def remote_differences(rest: str, row: dict[str, Any] | None, where: str) -> list[str]:
+    """DumpLogSegments' remote log metadata record (Java's toString) against our row."""
+    _, payload = split_key_payload(rest)
+    if row is None or payload is None:
+        return [f"{where}: Kafka {payload!r}, ours {row!r}"]
+    return remote_metadata_differences(payload, row["value"], where)
 
 
 def test_local_tiered_storage_bucket(broker: Broker, tmp_path: Path) -> None:
@@ -57,23 +67,15 @@ def test_local_tiered_storage_bucket(broker: Broker, tmp_path: Path) -> None:
     # the metadata of those uploads: dump --decoder remote against DumpLogSegments'
     # --remote-log-metadata-decoder, record by record (a copy: the broker keeps appending)
     copy = broker.snapshot(tmp_path / "rlmm", "__remote_log_metadata")
-    directory = copy / "__remote_log_metadata-0"
-    files = sorted(directory.glob("*.log"))
-    kafka = dump_log(broker, "--deep-iteration", "--remote-log-metadata-decoder", files=files)
-    rows = jsonl("--decoder", "remote", "--include-metadata", directory)
-    ours = {(r["segment"], r["offset"]): r for r in rows}
-    found: list[str] = []
-    compared: list[dict] = []
-    for path, batches in kafka.items():
-        for batch in batches:
-            for record in batch["records"]:
-                row = ours[(path, record["offset"])]
-                _, payload = split_key_payload(record["rest"])
-                assert payload is not None
-                found += remote_metadata_differences(payload, row["value"], str(record["offset"]))
-                compared.append(row["value"]["data"])
-    assert found == []
-    assert len(compared) == len(ours)
+    ours = compare_internal_topic(
+        broker,
+        copy,
+        "__remote_log_metadata",
+        "--remote-log-metadata-decoder",
+        "remote",
+        compare=remote_differences,
+    )
+    compared = [row["value"]["data"] for row in ours.values()]
     # every rolled segment of the topic was uploaded: its start metadata is among them
     starts = {
         (d["remote_log_segment_id"]["topic_id_partition"]["partition"], d["start_offset"])
