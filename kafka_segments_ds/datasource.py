@@ -76,12 +76,18 @@ from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
 )
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
+
+try:  # pyspark 4.1+: a streaming sink taking Arrow batches (4.0: rows)
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamSinkBase
+except ImportError:  # pyspark 4.0
+    _StreamSinkBase = DataSourceStreamWriter  # type: ignore[misc,assignment]
 
 try:  # pyspark 4.1+: filters pushed into a Python data source
     from pyspark.sql.datasource import (
@@ -112,6 +118,7 @@ if TYPE_CHECKING:
     from kafka_segments_ds.planning import Pruning
     from kafka_segments_ds.reader.stream import StreamPlanner
     from kafka_segments_ds.scan_task import ScanTask
+    from kafka_segments_ds.writer.sink import SinkSpec
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
 
@@ -346,6 +353,13 @@ class KafkaSegmentsDataSource(DataSource):
             )
         job, filesystem = prepare_job(paths[0], write_options, overwrite)
         return KafkaSegmentsWriter(job, filesystem)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from kafka_segments_ds.writer.sink import prepare_sink
+
+        arrow_schema = _arrow_schema(schema)
+        spec = prepare_sink(*self._paths(), overwrite, arrow_schema)
+        return KafkaSegmentsStreamWriter(spec, arrow_schema)
 
 
 def schema_columns(schema: StructType) -> tuple[str, ...]:
@@ -604,6 +618,51 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         from kafka_segments_ds.writer.commit import abort_job
 
         abort_job(self.job, self.filesystem)
+
+
+class KafkaSegmentsStreamWriter(_StreamSinkBase):
+    """``writeStream``: each micro-batch a preserveOffsets write, recorded with its batch id
+    (:mod:`kafka_segments_ds.writer.sink`)."""
+
+    def __init__(self, spec: SinkSpec, schema: pa.Schema) -> None:
+        self.spec = spec
+        self.schema = schema
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        from kafka_segments_ds.writer.sink import write_task
+
+        context = TaskContext.get()
+        task_id = context.partitionId() if context is not None else 0
+        if _StreamSinkBase is DataSourceStreamWriter:  # pyspark 4.0 hands rows
+            iterator = _rows_as_arrow(iterator, self.schema)
+        return TaskCommit(write_task(self.spec, task_id, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        from kafka_segments_ds.writer.sink import commit_batch
+
+        results = [m.result for m in messages if isinstance(m, TaskCommit)]
+        commit_batch(self.spec, results, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        from kafka_segments_ds.writer.sink import abort_batch
+
+        results = [m.result for m in messages if isinstance(m, TaskCommit)]
+        abort_batch(self.spec, results, batchId)
+
+
+def _rows_as_arrow(rows: Iterator[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """pyspark 4.0's sink rows as Arrow batches of up to 10,000 rows (timestamps come as naive
+    datetimes in local time)."""
+    stamps = [f.name for f in schema if pa.types.is_timestamp(f.type)]
+    while True:
+        chunk = [row.asDict(recursive=True) for _, row in zip(range(10_000), rows, strict=False)]
+        if not chunk:
+            return
+        for row in chunk:
+            for name in stamps:
+                if row[name] is not None and row[name].tzinfo is None:
+                    row[name] = row[name].astimezone(datetime.UTC)
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:

@@ -19,7 +19,12 @@ except ImportError as err:  # no pyspark, or one without Python data sources (3.
     ) from err
 
 if TYPE_CHECKING:
-    from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, DataSourceWriter
+    from pyspark.sql.datasource import (
+        DataSourceReader,
+        DataSourceStreamReader,
+        DataSourceStreamWriter,
+        DataSourceWriter,
+    )
     from pyspark.sql.types import StructType
 
     from kafka_segments_ds.datasource import KafkaSegmentsDataSource
@@ -51,3 +56,6 @@ class DefaultSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return self._source().streamReader(schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return self._source().streamWriter(schema, overwrite)

@@ -27,7 +27,7 @@ import struct
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -408,8 +408,19 @@ def log_end_offset(filesystem: pafs.FileSystem, directory: str) -> tuple[int, li
 # --------------------------------------------------------------------------------------------
 
 
-def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.FileSystem) -> None:
-    """Lay out and publish the chunks of ``results`` (one per successful task)."""
+def commit_job(
+    job: JobSpec,
+    results: Sequence[TaskResult],
+    filesystem: pafs.FileSystem,
+    *,
+    extra: Mapping[str, bytes] | None = None,
+    note: Mapping[str, Any] | None = None,
+) -> None:
+    """Lay out and publish the chunks of ``results`` (one per successful task).
+
+    ``extra``: files (path relative to the log dir -> content) published by the same journal,
+    after the segments (the streaming sink's batch record); ``note`` is kept in the journal.
+    """
     fs = filesystem
     opts = job.options
     chunks: dict[tuple[str, int], list[ChunkResult]] = defaultdict(list)
@@ -468,8 +479,16 @@ def commit_job(job: JobSpec, results: Sequence[TaskResult], filesystem: pafs.Fil
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # the .log last
                 file_name = segment_file_name(segment_base, suffix)
                 moves.append((f"{staged}/{file_name}", f"{target}/{file_name}"))
+    for number, (relative, content) in enumerate(sorted((extra or {}).items())):
+        staged = f"{job.staging}/extra-{number}"
+        with fs.open_output_stream(staged) as out:
+            out.write(content)
+        target = f"{job.root}/{relative}"
+        create_dirs.append(posixpath.dirname(target))
+        moves.append((staged, target))
     journal = {
         "version": 1,
+        "note": dict(note or {}),
         "delete_dirs": delete_dirs,
         "delete_files": delete_files,
         "create_dirs": create_dirs,
