@@ -146,7 +146,10 @@ def run_benchmark(case: tuple[str, list[str], list[str]], tmp_path: Path) -> Non
 def test_every_benchmark_has_a_smoke_run() -> None:
     scripts = {case[0] for case in (*CASES.values(), *SPARK_CASES.values())}
     # smoke runs that need a fixture of their own folder (a running broker)
-    elsewhere = {"bench_broker_spark.py": ROOT / "tests/broker/test_bench_broker_spark.py"}
+    elsewhere = {
+        "bench_broker_spark.py": ROOT / "tests/broker/test_bench_broker_spark.py",
+        "bench_sink.py": ROOT / "tests/broker/test_broker_sink.py",
+    }
     for script, test in elsewhere.items():
         assert script in test.read_text()
     assert {p.name for p in BENCHMARKS.glob("bench_*.py")} == scripts | set(elsewhere)

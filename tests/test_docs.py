@@ -30,6 +30,7 @@ from kafka_segments_ds.options import (
     STREAM_OPTIONS,
 )
 from kafka_segments_ds.writer.options import PRODUCER_SETTINGS, WRITE_OPTIONS
+from kafka_segments_ds.writer.sink import SINK_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -59,6 +60,7 @@ def test_every_option_is_documented() -> None:
         CONSUMER_ISOLATION_LEVEL,
         *WRITE_OPTIONS.values(),
         *PRODUCER_SETTINGS,
+        *SINK_OPTIONS.values(),
         "kafka.compression.<codec>.level",
         *_s3_option_names(),
     ]

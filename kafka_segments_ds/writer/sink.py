@@ -53,6 +53,7 @@ from kafka_segments_ds.writer.task import JobSpec, TaskResult, TaskWriter
 SINK_DIR = ".kafkasegments-sink"  # in the log dir: one batch record per sink id
 SINK_STAGING = f"{STAGING_PREFIX}sink-"
 RECORD_VERSION = 1
+SINK_OPTIONS = {"sinkid": "sinkId"}  # the sink's own options (beyond the writer's)
 _SINK_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 # options of the query (not of the writer) that Spark may hand the sink with the others
 _QUERY_OPTIONS = ("checkpointlocation", "queryname", "outputmode")
@@ -102,7 +103,7 @@ def prepare_sink(
     write_options: dict[str, Any] = {}
     for key, value in options.items():
         lowered = key.lower()
-        if lowered == "sinkid":
+        if lowered in SINK_OPTIONS:
             sink_id = str(value)
         elif lowered == "checkpointlocation":
             checkpoint = str(value)

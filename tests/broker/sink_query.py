@@ -11,29 +11,24 @@ maxOffsetsPerTrigger (0: none). CONF: sink options as JSON.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 import sys
 import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_broker_spark.py"
 
 
 def main() -> int:
     bootstrap, topics, archive, checkpoint, jars, mode = sys.argv[1:7]
     max_offsets = int(sys.argv[7]) if len(sys.argv) > 7 else 0
     sink_options = json.loads(sys.argv[8]) if len(sys.argv) > 8 else {}
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkasegments-sink")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.jars", jars)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spec = importlib.util.spec_from_file_location("bench_broker_spark", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    spark = bench.session([Path(j) for j in jars.split(",")])  # local[2], the connector jars
     source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)

@@ -138,3 +138,20 @@ def test_archive_equals_topics_across_a_killed_query(broker: Broker, tmp_path: P
         read_table(out)
     except CommitInProgressError as err:  # pragma: no cover - reported with the log dir
         pytest.fail(f"a commit was left pending: {err}")
+
+
+@pytest.mark.bench
+def test_bench_sink_runs(broker_tools: None, tmp_path: Path) -> None:
+    """Smoke run of benchmarks/bench_sink.py on tiny data (it starts a broker of its own): it
+    exits 0 having printed both sides' times and the sink's MB/s. No timing is asserted."""
+    script = HERE.parents[1] / "benchmarks" / "bench_sink.py"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    command = [sys.executable, str(script), "--records", "3001", "--partitions", "3"]
+    command += ["--repeat", "1", "--max-offsets", "1000", "--data", str(tmp_path / "data")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}"
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("3001 records (200-byte values, lz4) in 3 partitions, ")
+    assert sum(line.startswith("  (a) noop sink           median ") for line in lines) == 1
+    assert sum(line.startswith("  (b) kafkasegments sink  median ") for line in lines) == 1
+    assert lines[-1].startswith("sink MB/s of lz4 batches: median ")
