@@ -6,10 +6,15 @@ A broker takes ``--records`` records (``--value-bytes`` each) from its Java prod
 spread over ``--partitions`` partitions. Then, in one SparkSession with Spark's Kafka connector
 (fetched by Maven as benchmarks/bench_broker_spark.py does), alternating ``--repeat`` times after
 one untimed run of each: Trigger.AvailableNow queries from the earliest offsets, in micro-batches
-of ``--max-offsets`` offsets, into (a) the ``noop`` sink (what reading the topic costs) and (b)
-the kafkasegments sink (a fresh log dir and checkpoint each time; the archive's record count and
-last offsets are checked). Printed: each side's median and spread, and the sink's MB/s of the
-topic's ``.log`` bytes (its lz4 batches) over the time of (b), median and spread.
+of ``--max-offsets`` offsets, into (a) the ``noop`` sink (what reading the topic costs), (b) a
+Python data source sink that only counts the Arrow batches Spark hands it (what Spark's Python
+streaming sink API costs on top: rows to Arrow in the JVM, Arrow to a Python worker, a Python
+process per commit), and (c) the kafkasegments sink (a fresh log dir and checkpoint each time;
+the archive's record count is checked). Then (d): the sink's own work without Spark, in this
+process: the topic's rows (read from the broker's log dir beforehand, in Arrow batches of 10,000
+rows as Spark hands them) through the sink's tasks (one per partition, one after the other) and
+its commit. Printed: each side's median and spread, and the MB/s of the topic's ``.log`` bytes
+(its lz4 batches) over the times of (b), (c) and (d), median and spread.
 
 Usage::
 
@@ -88,8 +93,36 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def counting_sink() -> type:
+    """A Python data source whose streaming sink only counts the Arrow batches' rows."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class Counted(WriterCommitMessage):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class CountingWriter(DataSourceStreamArrowWriter):
+        def write(self, iterator: Any) -> Counted:
+            return Counted(sum(batch.num_rows for batch in iterator))
+
+        def commit(self, messages: list[Any], batchId: int) -> None:
+            pass
+
+    class CountingSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_counting_sink"
+
+        def streamWriter(self, schema: Any, overwrite: bool) -> CountingWriter:
+            return CountingWriter()
+
+    return CountingSink
+
+
 def run(spark: Any, broker: Broker, work: Path, args: argparse.Namespace, log_bytes: int) -> int:
     from kafka_segments_ds import read_table
+
+    spark.dataSource.register(counting_sink())
 
     runs = iter(range(1_000_000))
 
@@ -110,7 +143,7 @@ def run(spark: Any, broker: Broker, work: Path, args: argparse.Namespace, log_by
         if sink == "kafkasegments":
             writer = writer.option("compression", "lz4")
         started = time.perf_counter()
-        running = writer.start(str(out)) if sink == "kafkasegments" else writer.start()
+        running = writer.start(str(out)) if sink != "noop" else writer.start()
         running.awaitTermination()
         seconds = time.perf_counter() - started
         if running.exception() is not None:
@@ -125,21 +158,55 @@ def run(spark: Any, broker: Broker, work: Path, args: argparse.Namespace, log_by
         shutil.rmtree(checkpoint, ignore_errors=True)
         return seconds
 
-    query("noop")  # untimed: class loading, Python workers
-    query("kafkasegments")
-    times: dict[str, list[float]] = {"noop": [], "kafkasegments": []}
+    times: dict[str, list[float]] = {"noop": [], "bench_counting_sink": [], "kafkasegments": []}
+    for sink in times:
+        query(sink)  # untimed: class loading, Python workers
     for _ in range(args.repeat):
         for sink in times:
             times[sink].append(query(sink))
-    rates = [log_bytes / 1e6 / t for t in times["kafkasegments"]]
     print("Trigger.AvailableNow from the earliest offsets, Spark's Kafka source into:")
-    print(f"  (a) noop sink           {spread(times['noop'])}")
-    print(f"  (b) kafkasegments sink  {spread(times['kafkasegments'])}")
-    print(
-        f"sink MB/s of lz4 batches: median {statistics.median(rates):.1f} (min {min(rates):.1f}, "
-        f"max {max(rates):.1f}) (goal >= 50); {load()}"
-    )
+    print(f"  (a) noop sink                 {spread(times['noop'])}")
+    print(f"  (b) counting Python sink      {spread(times['bench_counting_sink'])}")
+    print(f"  (c) kafkasegments sink        {spread(times['kafkasegments'])}")
+    times["alone"] = sink_alone(broker, work, args.repeat)
+    print(f"  (d) the sink's tasks and commit alone, one core: {spread(times['alone'])}")
+    for label, sink in (
+        ("counting Python sink", "bench_counting_sink"),
+        ("sink", "kafkasegments"),
+        ("sink alone", "alone"),
+    ):
+        rates = [log_bytes / 1e6 / t for t in times[sink]]
+        print(
+            f"{label} MB/s of lz4 batches: median {statistics.median(rates):.1f} "
+            f"(min {min(rates):.1f}, max {max(rates):.1f})"
+        )
+    print(f"goal: sink >= 50 MB/s; {load()}")
     return 0
+
+
+def sink_alone(broker: Broker, work: Path, repeat: int) -> list[float]:
+    """Times of the sink's tasks and commit on the topic's rows, without Spark."""
+    import pyarrow.compute as pc
+
+    from kafka_segments_ds import read_table
+    from kafka_segments_ds.writer.sink import commit_batch, prepare_sink, write_task
+
+    table = read_table(broker.log_dir, subscribe=TOPIC)
+    table = table.combine_chunks()
+    partitions = sorted(set(table.column("partition").to_pylist()))
+    inputs = [
+        table.filter(pc.equal(table.column("partition"), p)).to_batches(10_000) for p in partitions
+    ]
+    times = []
+    for number in range(repeat):
+        out = work / f"alone-{number}"
+        spec = prepare_sink([str(out)], {"compression": "lz4"}, False, table.schema)
+        started = time.perf_counter()
+        results = [write_task(spec, task, batches) for task, batches in enumerate(inputs)]
+        commit_batch(spec, results, 0)
+        times.append(time.perf_counter() - started)
+        shutil.rmtree(out)
+    return times
 
 
 if __name__ == "__main__":
