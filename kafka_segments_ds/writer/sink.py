@@ -31,7 +31,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -226,7 +226,7 @@ def commit_batch(spec: SinkSpec, results: Sequence[TaskResult], batch_id: int) -
         record = read_record(spec, filesystem)
         if record is not None and _already_committed(spec, filesystem, record, batch_id, ranges):
             return False
-        job, _ = prepare_job(spec.root, spec.options, overwrite=False)
+        job = _commit_job_spec(spec, filesystem)
         content = {
             "version": RECORD_VERSION,
             "sinkId": spec.sink_id,
@@ -248,6 +248,16 @@ def commit_batch(spec: SinkSpec, results: Sequence[TaskResult], batch_id: int) -
         return True
     finally:
         remove_task_staging(spec, filesystem)
+
+
+def _commit_job_spec(spec: SinkSpec, filesystem: pafs.FileSystem) -> JobSpec:
+    """The batch's commit job, staged under this sink's prefix: a commit killed before its
+    journal leaves staging that the sink's next commit removes."""
+    job, _ = prepare_job(spec.root, spec.options, overwrite=False)
+    filesystem.delete_dir(job.staging)
+    staging = f"{spec.staging_prefix}commit-{uuid.uuid4().hex}"
+    filesystem.create_dir(staging, recursive=False)
+    return replace(job, staging=staging)
 
 
 def _already_committed(
@@ -283,15 +293,16 @@ def abort_batch(spec: SinkSpec, results: Sequence[TaskResult], batch_id: int) ->
 
 
 def remove_task_staging(spec: SinkSpec, filesystem: pafs.FileSystem) -> None:
-    """Remove the task staging directories of this sink (no task of it runs between its
-    micro-batches): those the commit used, and those of failed or speculative attempts."""
+    """Remove the staging directories of this sink (no task of it runs between its
+    micro-batches): those of the tasks the commit used, of failed or speculative attempts, and
+    of a commit killed before its journal; never one holding a journal."""
     for entry in list_dir(filesystem, spec.root):
         if entry.type != pafs.FileType.Directory:
             continue
         if not entry.path.startswith(spec.staging_prefix):
             continue
         if filesystem.get_file_info(f"{entry.path}/{JOURNAL}").type == pafs.FileType.File:
-            continue  # never a commit's staging (those are named without the sink prefix)
+            continue  # a decided commit: finished by _finish_own_commits
         with contextlib.suppress(FileNotFoundError):
             filesystem.delete_dir(entry.path)
 

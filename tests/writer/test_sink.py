@@ -153,6 +153,38 @@ def test_commit_killed_after_its_journal_is_finished_by_the_replay(
     assert not [n for n in os.listdir(out) if n.startswith(".kafkasegments-staging-")]
 
 
+def test_commit_killed_before_its_journal_leaves_staging_the_next_commit_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "archive"
+    spec = prepare_sink([str(out)], OPTIONS, overwrite=False, schema=KAFKA_SOURCE)
+    rows = source_rows("t", 0, [0, 1, 2])
+    assert run_batch(spec, 0, rows)
+    before = files(out)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*args: Any) -> None:
+        raise Killed
+
+    monkeypatch.setattr(commit_module, "_write_journal", killed)
+    monkeypatch.setattr(sink_module, "abort_job", lambda *args: None)
+    monkeypatch.setattr(sink_module, "remove_task_staging", lambda *args: None)
+    with pytest.raises(Killed):
+        run_batch(spec, 1, source_rows("t", 0, [3, 4]))
+    monkeypatch.undo()
+    staged = sorted(n for n in os.listdir(out) if n.startswith(SINK_STAGING))
+    assert len(staged) == 2  # the task's and the commit's, no journal: not decided
+    assert {k: v for k, v in files(out).items() if not k.startswith(SINK_STAGING)} == before
+    assert archive(out) == expected(rows)
+    # the restarted query runs batch 1 again: written once, the leftovers removed
+    more = source_rows("t", 0, [3, 4])
+    assert run_batch(spec, 1, more)
+    assert archive(out) == expected(rows, more)
+    assert not [n for n in os.listdir(out) if n.startswith(".kafkasegments-staging-")]
+
+
 def test_a_new_checkpoint_into_the_same_sink_id_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "archive"
     spec = prepare_sink([str(out)], OPTIONS, overwrite=False, schema=KAFKA_SOURCE)
