@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,25 @@ def run_batch(spec: Any, batch_id: int, *tasks: pa.Table) -> bool:
     return commit_batch(spec, results, batch_id)
 
 
+class Killed(BaseException):
+    """The process dies: no handler runs."""
+
+
+def killed_at(monkeypatch: pytest.MonkeyPatch, step: str, action: Callable[[], Any]) -> None:
+    """Run ``action`` with the commit's ``step`` killing the process (nothing after it runs:
+    no abort, no cleanup)."""
+
+    def kill(*args: Any) -> None:
+        raise Killed
+
+    monkeypatch.setattr(commit_module, step, kill)
+    monkeypatch.setattr(sink_module, "abort_job", lambda *args: None)
+    monkeypatch.setattr(sink_module, "remove_task_staging", lambda *args: None)
+    with pytest.raises(Killed):
+        action()
+    monkeypatch.undo()
+
+
 def test_batches_append_and_a_replayed_batch_changes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "archive"
     spec = prepare_sink([str(out)], OPTIONS, overwrite=False, schema=KAFKA_SOURCE)
@@ -132,19 +152,8 @@ def test_commit_killed_after_its_journal_is_finished_by_the_replay(
     assert run_batch(spec, 0, rows)
     more = source_rows("t", 0, [3, 4, 8])
 
-    class Killed(BaseException):
-        pass
-
-    def killed(*args: Any) -> None:
-        raise Killed
-
     # the process dies once the journal is written: nothing after it runs
-    monkeypatch.setattr(commit_module, "apply_journal", killed)
-    monkeypatch.setattr(sink_module, "abort_job", lambda *args: None)
-    monkeypatch.setattr(sink_module, "remove_task_staging", lambda *args: None)
-    with pytest.raises(Killed):
-        run_batch(spec, 1, more)
-    monkeypatch.undo()
+    killed_at(monkeypatch, "apply_journal", lambda: run_batch(spec, 1, more))
     with pytest.raises(CommitInProgressError):
         read_table(out)
     # the restarted query runs batch 1 again: the journal is finished, the batch not rewritten
@@ -161,19 +170,9 @@ def test_commit_killed_before_its_journal_leaves_staging_the_next_commit_removes
     rows = source_rows("t", 0, [0, 1, 2])
     assert run_batch(spec, 0, rows)
     before = files(out)
-
-    class Killed(BaseException):
-        pass
-
-    def killed(*args: Any) -> None:
-        raise Killed
-
-    monkeypatch.setattr(commit_module, "_write_journal", killed)
-    monkeypatch.setattr(sink_module, "abort_job", lambda *args: None)
-    monkeypatch.setattr(sink_module, "remove_task_staging", lambda *args: None)
-    with pytest.raises(Killed):
-        run_batch(spec, 1, source_rows("t", 0, [3, 4]))
-    monkeypatch.undo()
+    killed_at(
+        monkeypatch, "_write_journal", lambda: run_batch(spec, 1, source_rows("t", 0, [3, 4]))
+    )
     staged = sorted(n for n in os.listdir(out) if n.startswith(SINK_STAGING))
     assert len(staged) == 2  # the task's and the commit's, no journal: not decided
     assert {k: v for k, v in files(out).items() if not k.startswith(SINK_STAGING)} == before
