@@ -4,7 +4,7 @@ Each micro-batch is a ``preserveOffsets=true`` write (the rows of Spark's Kafka 
 ``offset``, ``timestamp``, ``timestampType`` and, with ``includeHeaders``, ``headers``):
 
 * Tasks (executors) stage their chunks in a staging directory of their own,
-  ``<log dir>/.kafkasegments-staging-sink-<sink>-<uuid>``, since a task is not told its batch.
+  ``<log dir>/.kafkasegments-staging-sink-task-<uuid>-<sink>``, since a task is not told its batch.
 * The driver's commit of batch ``N`` publishes the chunks the tasks' messages name with one
   journal (:mod:`kafka_segments_ds.writer.commit`), which also moves the sink's batch record
   ``<log dir>/.kafkasegments-sink/<sink>.json`` (batch id and the offsets per partition it
@@ -73,9 +73,16 @@ class SinkSpec:
         """The batch record, relative to the log dir."""
         return f"{SINK_DIR}/{self.sink_id}.json"
 
-    @property
-    def staging_prefix(self) -> str:
-        return f"{self.root}/{SINK_STAGING}{self.sink_id}-"
+    def new_staging(self, kind: str) -> str:
+        """A fresh staging directory of this sink: ``<SINK_STAGING><kind>-<uuid>-<sink id>``
+        (the id last, after a fixed-length uuid: one sink's names never match another's)."""
+        return f"{self.root}/{SINK_STAGING}{kind}-{uuid.uuid4().hex}-{self.sink_id}"
+
+    def is_own_staging(self, name: str) -> bool:
+        pattern = (
+            rf"{re.escape(SINK_STAGING)}(task|commit)-[0-9a-f]{{32}}-{re.escape(self.sink_id)}"
+        )
+        return re.fullmatch(pattern, name) is not None
 
     def filesystem(self) -> pafs.FileSystem:
         return resolve(self.root, self.options.storage_options())[0]
@@ -157,7 +164,7 @@ def write_task(
 ) -> TaskResult:
     """Stage one task's rows; the result goes to the driver's :func:`commit_batch`."""
     filesystem = spec.filesystem()
-    staging = f"{spec.staging_prefix}{uuid.uuid4().hex}"
+    staging = spec.new_staging("task")
     filesystem.create_dir(staging, recursive=True)
     # No partition counts: the source's partition column is the topic's (a topic that grows
     # in Kafka grows in the archive); the commit never shrinks one.
@@ -255,7 +262,7 @@ def _commit_job_spec(spec: SinkSpec, filesystem: pafs.FileSystem) -> JobSpec:
     journal leaves staging that the sink's next commit removes."""
     job, _ = prepare_job(spec.root, spec.options, overwrite=False)
     filesystem.delete_dir(job.staging)
-    staging = f"{spec.staging_prefix}commit-{uuid.uuid4().hex}"
+    staging = spec.new_staging("commit")
     filesystem.create_dir(staging, recursive=False)
     return replace(job, staging=staging)
 
@@ -299,7 +306,7 @@ def remove_task_staging(spec: SinkSpec, filesystem: pafs.FileSystem) -> None:
     for entry in list_dir(filesystem, spec.root):
         if entry.type != pafs.FileType.Directory:
             continue
-        if not entry.path.startswith(spec.staging_prefix):
+        if not spec.is_own_staging(entry.base_name):
             continue
         if filesystem.get_file_info(f"{entry.path}/{JOURNAL}").type == pafs.FileType.File:
             continue  # a decided commit: finished by _finish_own_commits

@@ -285,6 +285,23 @@ def test_one_target(tmp_path: Path) -> None:
         prepare_sink([str(tmp_path / "file")], {}, False)
 
 
+def test_sinks_with_ids_sharing_a_prefix_keep_their_staging(tmp_path: Path) -> None:
+    out = tmp_path / "archive"
+    specs = {
+        name: prepare_sink([str(out)], {"sinkId": name}, False, KAFKA_SOURCE)
+        for name in ("a", "b-a", "a-commit", "commit-a")
+    }
+    for name, spec in specs.items():
+        write_task(spec, 0, [source_rows(f"t{len(name)}", 0, [0])])
+    assert run_batch(specs["a"], 0, source_rows("t", 0, [0]))
+    staged = sorted(n for n in os.listdir(out) if n.startswith(SINK_STAGING))
+    # sink a removed its own task staging only; each left is claimed by its own sink alone
+    assert sorted(n.split("-", 5)[-1] for n in staged) == ["a-commit", "b-a", "commit-a"]
+    for name in staged:
+        owners = [sink for sink, spec in specs.items() if spec.is_own_staging(name)]
+        assert owners == [name.split("-", 5)[-1]]
+
+
 def test_sink_id_from_the_checkpoint(tmp_path: Path) -> None:
     one = prepare_sink([str(tmp_path)], {"checkpointLocation": "/a"}, False)
     again = prepare_sink([str(tmp_path)], {"CHECKPOINTLOCATION": "/a"}, False)
