@@ -7,6 +7,7 @@ Trigger.AvailableNow runs appending new segments, a micro-batch Spark runs again
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -19,6 +20,8 @@ from kafka_segments_ds import read_table, write_table
 from kafka_segments_ds.writer.sink import SINK_DIR
 
 TS0 = 1_700_000_000_000
+# pyspark 4.2+ passes read limits to the source: AvailableNow runs in several micro-batches
+HAS_READ_LIMITS = importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 
@@ -67,12 +70,15 @@ def files(path: Path) -> dict[str, bytes]:
 
 
 def run_available_now(spark: Any, source: Path, out: Path, checkpoint: Path) -> None:
-    query = (
+    reader = (
         spark.readStream.format("kafkasegments")
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
-        .option("maxOffsetsPerTrigger", "40")
-        .load(str(source))
+    )
+    if HAS_READ_LIMITS:
+        reader = reader.option("maxOffsetsPerTrigger", "40")
+    query = (
+        reader.load(str(source))
         .writeStream.format("kafkasegments")
         .option("checkpointLocation", str(checkpoint))
         .option("compression", "lz4")
