@@ -146,3 +146,31 @@ class NoKafkaDataError(KafkaSegmentsError):
 class UnsafePathError(KafkaSegmentsError):
     """A path under the input is refused: a symbolic link leading outside it, a name that is
     not valid UTF-8, or a segment name whose offset does not fit a signed 64-bit integer."""
+
+
+class SchemaError(KafkaSegmentsError, ValueError):
+    """A schema registry's records or a schema cannot be used (names where and why)."""
+
+
+class UndecodableValueError(KafkaSegmentsError):
+    """A key or value in Confluent's wire format does not decode (``mode=FAILFAST``): no magic
+    byte, an unknown schema id, or bytes its schema does not read."""
+
+    def __init__(
+        self,
+        reason: str,
+        topic: str | None,
+        partition: int | None,
+        offset: int,
+        schema_id: int | None,
+    ) -> None:
+        self.reason, self.topic, self.partition = reason, topic, partition
+        self.offset, self.schema_id = offset, schema_id
+        sid = "no schema id" if schema_id is None else f"schema id {schema_id}"
+        super().__init__(f"{topic}-{partition} offset {offset} ({sid}): {reason}")
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (
+            type(self),
+            (self.reason, self.topic, self.partition, self.offset, self.schema_id),
+        )

@@ -26,6 +26,19 @@ DEFAULT_BATCH_ROWS = 32_768  # small segments' batches are joined into batches o
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
 
+# decoding keys and values in Confluent's wire format (kafka_segments_ds.schemas.decode)
+DECODE_OPTIONS = (
+    "valueFormat",
+    "keyFormat",
+    "schemaRegistry",
+    "schemasTopic",
+    "valueSchemaSubject",
+    "valueSchemaVersion",
+    "keySchemaSubject",
+    "keySchemaVersion",
+    "includeRawValue",
+    "includeRawKey",
+)
 # option name (lower case) -> canonical spelling, for messages
 READ_OPTIONS = {
     name.lower(): name
@@ -58,6 +71,7 @@ READ_OPTIONS = {
         "privateKeys",
         "allowEmpty",
         "pushFilters",
+        *DECODE_OPTIONS,
     )
 }
 # passed through to storage / Spark and not ours to validate
@@ -124,6 +138,9 @@ class ReadOptions:
     # Spark's pushed filters prune the scan: true | false | auto (on a Spark that plans each
     # query afresh: kafka_segments_ds.datasource.FIXED_PUSHDOWN_SPARK)
     push_filters: str = "auto"
+    # decoding values / keys in Confluent's wire format: (lower-cased option name, value) pairs,
+    # validated by kafka_segments_ds.schemas.decode (which sits above this layer)
+    decode: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:
         return redacted_repr(self)
@@ -265,6 +282,8 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
                 f"unknown option {key!r}; known options: {', '.join(READ_OPTIONS.values())}"
             )
     fields: dict[str, Any] = {"storage": tuple(sorted(storage))}
+    decode = {n.lower() for n in DECODE_OPTIONS}
+    fields["decode"] = tuple(sorted((k, str(v)) for k, v in raw.items() if k in decode))
     get = raw.get
     if (v := get("iteration")) is not None:
         fields["iteration"] = _choice("iteration", v, ("deep", "shallow"))

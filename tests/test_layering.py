@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("index", "tail", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
     ("options", "schema", "scan_task", "ranges", "selection"),
     ("planning",),
-    ("reader", "writer"),
+    ("reader", "writer", "schemas"),
     ("datasource", "cli", "samples", "__init__", "__main__"),
 )
 FORBIDDEN_SIDEWAYS = {("reader", "writer"), ("writer", "reader")}

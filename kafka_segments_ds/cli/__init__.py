@@ -1,11 +1,12 @@
-"""``kafka-segments``: dump, verify, stats, rebuild-index and recover for Kafka log segments.
+"""``kafka-segments``: dump, verify, stats, rebuild-index, recover, schemas: Kafka log segments.
 
 Every command streams through :func:`kafka_segments_ds.iter_batches` (bounded memory) or reads
 one segment at a time. Exit status, the same for every command (``--help`` shows it): 0 ok,
 1 damaged log data, 2 usage error / no Kafka data at a path / a file that cannot be read, 3 only
 index files are wrong (``rebuild-index`` fixes them), 130 interrupted.
 
-One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``), each with
+One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``,
+``schemas``), each with
 ``NAME``/``SUMMARY``/``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args) -> int``;
 ``common`` holds what they share.
 """
@@ -18,7 +19,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 
-from kafka_segments_ds.cli import dump, rebuild_index, recover, stats, verify
+from kafka_segments_ds.cli import dump, rebuild_index, recover, schemas, stats, verify
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_INDEX,
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reader option, e.g. fs.s3.region=eu-west-1",
     )
     common.add_argument("--quiet", action="store_true", help="no progress bar")
-    for command in (dump, verify, stats, rebuild_index, recover):
+    for command in (dump, verify, stats, rebuild_index, recover, schemas):
         sub = commands.add_parser(
             command.NAME,
             parents=[common],
