@@ -36,6 +36,8 @@ DECODE_OPTIONS = (
     "valueSchemaVersion",
     "keySchemaSubject",
     "keySchemaVersion",
+    "valueSchemaMessage",
+    "keySchemaMessage",
     "includeRawValue",
     "includeRawKey",
 )

@@ -47,6 +47,8 @@ class DecodeOptions:
     value_version: int | None = None
     key_subject: str | None = None
     key_version: int | None = None
+    value_message: str | None = None  # Protobuf: the reader message's full name
+    key_message: str | None = None
     include_raw_value: bool = False
     include_raw_key: bool = False
 
@@ -66,6 +68,9 @@ class DecodeOptions:
 
     def version_of(self, column: str) -> int | None:
         return self.value_version if column == "value" else self.key_version
+
+    def message_of(self, column: str) -> str | None:
+        return self.value_message if column == "value" else self.key_message
 
     def include_raw(self, column: str) -> bool:
         return self.include_raw_value if column == "value" else self.include_raw_key
@@ -88,6 +93,8 @@ def parse_decode_options(options: ReadOptions) -> DecodeOptions:
         ("schemastopic", "schemas_topic"),
         ("valueschemasubject", "value_subject"),
         ("keyschemasubject", "key_subject"),
+        ("valueschemamessage", "value_message"),
+        ("keyschemamessage", "key_message"),
     ):
         if key in raw:
             text = str(raw[key]).strip()
@@ -185,6 +192,7 @@ class ColumnDecoder:
                 f"version {self.reader.version} is {self.reader.type}"
             )
         self.reader_parsed = self._parsed(self.reader)
+        self.message = decode.message_of(column)
         self.arrow_type = self._arrow_type()
         self.convert = self._converter()
         self._writers: dict[int, Callable[[bytes], Any]] = {}
@@ -209,7 +217,9 @@ class ColumnDecoder:
         if self.format == "avro":
             return avro.arrow_type(self.reader_parsed)
         if self.format == "protobuf":
-            return protobuf.arrow_type(protobuf.message_at(self.reader_parsed, (0,), "reader"))
+            return protobuf.arrow_type(
+                protobuf.reader_message(self.reader_parsed, self.message, self.reader.subject)
+            )
         return jsonschema.arrow_type(self.reader_parsed)
 
     def _converter(self) -> Callable[[Any], Any] | None:
@@ -379,6 +389,7 @@ class TaskDecoder:
 
     def _decode_column(self, decoder: ColumnDecoder, raw: pa.Array, offsets: list[int]) -> pa.Array:
         values: list[Any] = []
+        bad: list[tuple[int, int | None, str]] = []  # (row, schema id, reason)
         append = values.append
         for i, data in enumerate(raw.to_pylist()):
             if data is None:
@@ -386,25 +397,25 @@ class TaskDecoder:
                 continue
             try:
                 append(decoder.decode_one(data)[0])
-            except _Bad as bad:
-                self._malformed(decoder, offsets[i], bad.schema_id, bad.reason)
+            except _Bad as err:
+                bad.append((i, err.schema_id, err.reason))
                 append(None)
         try:
-            return pa.array(values, type=decoder.arrow_type)
+            column = pa.array(values, type=decoder.arrow_type)
         except _NOT_CONVERTED:
-            pass
-        # some value does not fit the reader type: find which, one by one
-        for i, value in enumerate(values):
-            try:
-                pa.array([value], type=decoder.arrow_type)
-            except _NOT_CONVERTED as err:  # noqa: PERF203  (only after a batch failed)
-                data = raw[i].as_py()
-                sid = _WIRE_HEADER.unpack_from(data)[1] if data and len(data) >= 5 else None
-                self._malformed(
-                    decoder, offsets[i], sid, f"does not fit the reader schema's type: {err}"
-                )
-                values[i] = None
-        return pa.array(values, type=decoder.arrow_type)
+            # some value does not fit the reader type: find which, one by one
+            for i, value in enumerate(values):
+                try:
+                    pa.array([value], type=decoder.arrow_type)
+                except _NOT_CONVERTED as err:  # noqa: PERF203  (only after a batch failed)
+                    data = raw[i].as_py()
+                    sid = _WIRE_HEADER.unpack_from(data)[1]
+                    bad.append((i, sid, f"does not fit the reader schema's type: {err}"))
+                    values[i] = None
+            column = pa.array(values, type=decoder.arrow_type)
+        for i, sid, reason in sorted(bad, key=lambda b: b[0]):
+            self._malformed(decoder, offsets[i], sid, reason)
+        return column
 
     def _malformed(
         self, decoder: ColumnDecoder, offset: int, schema_id: int | None, reason: str

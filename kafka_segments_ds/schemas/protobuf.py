@@ -98,6 +98,16 @@ def message_at(file: Any, indexes: tuple[int, ...], what: str) -> Any:
     return message
 
 
+def reader_message(file: Any, name: str | None, subject: str) -> Any:
+    """The reader message: the one named ``name`` (full name) in ``file``, else its first."""
+    if name is None:
+        return message_at(file, (0,), f"the reader schema of {subject}")
+    try:
+        return file.pool.FindMessageTypeByName(name)
+    except KeyError as err:
+        raise SchemaError(f"the reader schema of {subject} has no message {name}") from err
+
+
 def read_indexes(payload: bytes | memoryview, pos: int) -> tuple[tuple[int, ...], int]:
     """Confluent's message indexes at ``pos`` -> (indexes, position after them)."""
     count, pos = _zigzag(payload, pos)
@@ -163,11 +173,14 @@ def _struct(message: Any, stack: tuple[str, ...]) -> pa.DataType:
     return pa.struct([pa.field(f.name, _field_type(f, inner)) for f in message.fields])
 
 
+def _repeated(field: Any) -> bool:
+    is_repeated = getattr(field, "is_repeated", None)  # protobuf 6+; `label` is gone in 7
+    return bool(is_repeated) if is_repeated is not None else field.label == _REPEATED
+
+
 def _is_map(field: Any) -> bool:
     return bool(
-        field.type == _MESSAGE
-        and field.label == _REPEATED
-        and field.message_type.GetOptions().map_entry
+        field.type == _MESSAGE and _repeated(field) and field.message_type.GetOptions().map_entry
     )
 
 
@@ -177,7 +190,7 @@ def _field_type(field: Any, stack: tuple[str, ...]) -> pa.DataType:
         key, value = entry.fields_by_name["key"], entry.fields_by_name["value"]
         return pa.map_(_single_type(key, stack), _single_type(value, stack))
     single = _single_type(field, stack)
-    return pa.list_(single) if field.label == _REPEATED else single
+    return pa.list_(single) if _repeated(field) else single
 
 
 def _single_type(field: Any, stack: tuple[str, ...]) -> pa.DataType:
@@ -194,7 +207,7 @@ def to_python(message: Any) -> dict[str, Any]:
         if _is_map(field):
             value_field = field.message_type.fields_by_name["value"]
             out[name] = [(k, _single(value_field, v)) for k, v in getattr(message, name).items()]
-        elif field.label == _REPEATED:
+        elif _repeated(field):
             out[name] = [_single(field, v) for v in getattr(message, name)]
         elif field.has_presence and not message.HasField(name):
             out[name] = None
