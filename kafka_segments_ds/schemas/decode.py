@@ -11,6 +11,8 @@ name (fields the reader does not have are dropped; those the writer did not have
 
 from __future__ import annotations
 
+import base64
+import datetime
 import logging
 import os
 import struct
@@ -442,3 +444,22 @@ def decoded_read_schema(
     bound = bind_registry(options, path)
     raw = pa.schema([f for f in schema if f.name not in RAW_COLUMN.values()])
     return decoded_schema(bound, raw, sorted({t.topic for t in plan.tasks}, key=str))
+
+
+def json_value(value: Any) -> Any:
+    """A decoded value (as Arrow's ``to_pylist`` gives it) as JSON can hold it: maps (lists of
+    key-value tuples) as objects, bytes as base64, times and dates in ISO 8601, decimals as
+    strings (exact)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return {str(k): json_value(v) for k, v in value}
+        return [json_value(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    return str(value)  # Decimal, and anything else with an exact text form
