@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime
 import logging
+import operator
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -280,6 +281,37 @@ class ColumnDecoder:
         return value, schema_id
 
 
+def to_arrow(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+    """Decoded values -> one Arrow array. A struct is built a field at a time (a list per
+    field, then ``StructArray.from_arrays``): several times faster than ``pa.array`` over a list
+    of dicts, with the same result (missing keys are null, other keys ignored)."""
+    if not pa.types.is_struct(arrow_type):
+        return pa.array(values, type=arrow_type)
+    present = [v for v in values if v is not None]
+    if not all(type(v) is dict for v in present):
+        return pa.array(values, type=arrow_type)
+    fields = list(arrow_type)
+    try:  # the usual case: every record has every field (Avro always does)
+        children = [
+            pa.array(list(map(operator.itemgetter(f.name), present)), type=f.type) for f in fields
+        ]
+    except KeyError:
+        children = [pa.array([v.get(f.name) for v in present], type=f.type) for f in fields]
+    struct_array = pa.StructArray.from_arrays(children, fields=fields)
+    if len(present) == len(values):
+        return struct_array
+    # put the nulls back: row i takes present row rank[i], or null
+    rank: list[int | None] = []
+    n = 0
+    for v in values:
+        if v is None:
+            rank.append(None)
+        else:
+            rank.append(n)
+            n += 1
+    return struct_array.take(pa.array(rank, pa.int64()))
+
+
 class _Bad(ValueError):
     def __init__(self, reason: str, schema_id: int | None) -> None:
         super().__init__(reason)
@@ -403,7 +435,7 @@ class TaskDecoder:
                 bad.append((i, err.schema_id, err.reason))
                 append(None)
         try:
-            column = pa.array(values, type=decoder.arrow_type)
+            column = to_arrow(values, decoder.arrow_type)
         except _NOT_CONVERTED:
             # some value does not fit the reader type: find which, one by one
             for i, value in enumerate(values):
