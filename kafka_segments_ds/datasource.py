@@ -280,7 +280,7 @@ class KafkaSegmentsDataSource(DataSource):
             )
         return paths, parse_read_options(options)
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         # Spark asks a batch and a streaming read alike, before either: take a stream's options
         # too (a batch read refuses them in reader())
         try:
@@ -290,13 +290,32 @@ class KafkaSegmentsDataSource(DataSource):
                 opts = parse_stream_options(self._paths()[1])[0]
             except InvalidOptionError:
                 raise err from None
-        return spark_ddl(default_columns(opts.include_headers, opts.include_metadata))
+        columns = default_columns(opts.include_headers, opts.include_metadata)
+        if opts.decode:  # valueFormat / keyFormat: the reader schemas' types (schemas.decode)
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            from kafka_segments_ds.schemas.decode import spark_read_schema, wants_decoding
+
+            if wants_decoding(opts):
+                return from_arrow_schema(spark_read_schema(self._paths()[0], opts, columns))
+        return spark_ddl(columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths, opts = self._parsed()
+        decoded = None
+        if opts.decode:
+            from kafka_segments_ds.schemas.decode import bind_registry, raw_columns, wants_decoding
+
+            if wants_decoding(opts):
+                opts = bind_registry(opts, paths)
+                decoded = (raw_columns(opts, schema.names), _arrow_schema(schema))
+        columns = decoded[0] if decoded else schema_columns(schema)
+        cls = KafkaSegmentsReader
         if takes_filters(opts.push_filters, pyspark.__version__):
-            return KafkaSegmentsFilteringReader(paths, opts, schema_columns(schema))
-        return KafkaSegmentsReader(paths, opts, schema_columns(schema))
+            cls = KafkaSegmentsFilteringReader
+        reader = cls(paths, opts, columns)
+        reader.decoded_schema = decoded[1] if decoded else None
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         paths, options = self._paths()
@@ -306,6 +325,8 @@ class KafkaSegmentsDataSource(DataSource):
                 'spark.readStream.format("kafkasegments").load("/path/to/kafka-logs")'
             )
         opts, stream = parse_stream_options(options)
+        if any(k in ("valueformat", "keyformat") and v.lower() != "raw" for k, v in opts.decode):
+            raise InvalidOptionError("valueFormat / keyFormat are for batch reads (spark.read)")
         limits = [
             name
             for name, value in (
@@ -397,6 +418,7 @@ class KafkaSegmentsReader(DataSourceReader):
         self.options = options
         self.columns = columns
         self.pruning: Pruning | None = None  # from pushed filters (KafkaSegmentsFilteringReader)
+        self.decoded_schema: pa.Schema | None = None  # valueFormat / keyFormat: Spark's types
 
     def partitions(self) -> Sequence[InputPartition]:
         from kafka_segments_ds.planning import plan_partitions, plan_scan
@@ -412,7 +434,12 @@ class KafkaSegmentsReader(DataSourceReader):
         return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(partition, self.options, self.columns)
+        batches = _read_partition(partition, self.options, self.columns)
+        if self.decoded_schema is None:
+            return batches
+        from kafka_segments_ds.schemas.decode import cast_batches
+
+        return cast_batches(batches, self.decoded_schema)
 
 
 class KafkaSegmentsFilteringReader(KafkaSegmentsReader):

@@ -495,3 +495,64 @@ def json_value(value: Any) -> Any:
     if isinstance(value, datetime.date | datetime.time):
         return value.isoformat()
     return str(value)  # Decimal, and anything else with an exact text form
+
+
+# -- Spark: the same read, in types Spark has ---------------------------------------------------
+
+
+def spark_compatible(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` in types Spark has: unsigned ints widen (uint32 -> int64, uint64 ->
+    decimal(20, 0)), times of day become their integer (ms or us since midnight), timestamps
+    microseconds; structs, lists and maps recursively."""
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([f.with_type(spark_compatible(f.type)) for f in arrow_type])
+    if pa.types.is_map(arrow_type):
+        return pa.map_(
+            spark_compatible(arrow_type.key_type), spark_compatible(arrow_type.item_type)
+        )
+    if pa.types.is_list(arrow_type):
+        return pa.list_(spark_compatible(arrow_type.value_type))
+    if pa.types.is_uint8(arrow_type) or pa.types.is_uint16(arrow_type):
+        return pa.int32()
+    if pa.types.is_uint32(arrow_type):
+        return pa.int64()
+    if pa.types.is_uint64(arrow_type):
+        return pa.decimal128(20, 0)
+    if pa.types.is_time32(arrow_type):
+        return pa.int32()
+    if pa.types.is_time64(arrow_type):
+        return pa.int64()
+    if pa.types.is_timestamp(arrow_type):
+        return pa.timestamp("us", tz=arrow_type.tz)
+    if pa.types.is_fixed_size_binary(arrow_type):
+        return pa.binary()
+    return arrow_type
+
+
+def spark_read_schema(
+    paths: list[str], options: ReadOptions, columns: tuple[str, ...]
+) -> pa.Schema:
+    """The Arrow schema of a decoding Spark read of ``columns`` (raw names), in Spark's types."""
+    from kafka_segments_ds.schema import arrow_schema
+
+    schema = decoded_read_schema(paths, options, arrow_schema(columns))
+    return pa.schema([f.with_type(spark_compatible(f.type)) for f in schema])
+
+
+def raw_columns(options: ReadOptions, names: list[str]) -> tuple[str, ...]:
+    """The catalogue columns a decoding read with output ``names`` reads (``rawValue`` and
+    ``rawKey`` come with their decoded column)."""
+    from kafka_segments_ds.schema import check_columns
+
+    decode = parse_decode_options(options)
+    for column, raw in RAW_COLUMN.items():
+        if raw in names and (column not in names or not decode.include_raw(column)):
+            option = "includeRawValue" if column == "value" else "includeRawKey"
+            raise InvalidOptionError(f"column {raw} comes with {column} and {option}=true")
+    return check_columns([n for n in names if n not in RAW_COLUMN.values()])
+
+
+def cast_batches(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``batches`` cast to ``schema`` (a Spark read's decoded types)."""
+    for arrow_batch in batches:
+        yield arrow_batch.cast(schema)
