@@ -54,22 +54,27 @@ def _fastavro() -> Any:
 
 
 def parse(schema_text: str, named: dict[str, Any] | None = None) -> Any:
-    """The registry's schema text -> fastavro's parsed schema (``named``: referenced types)."""
-    fastavro = _fastavro()
+    """The registry's schema text -> fastavro's parsed schema (``named``: referenced types,
+    to which the types this schema defines are added)."""
+    _fastavro()
+    from fastavro.schema import SchemaParseException, UnknownType, parse_schema
+
     try:
         loaded = json.loads(schema_text)
-        return fastavro.parse_schema(loaded, named_schemas=named if named is not None else {})
-    except (ValueError, TypeError, KeyError) as err:
-        raise SchemaError(f"not a valid Avro schema: {err}") from err
-    except Exception as err:  # fastavro's SchemaParseException has no common base with ours
-        if type(err).__name__ == "SchemaParseException":
-            raise SchemaError(f"not a valid Avro schema: {err}") from err
-        raise
+        return parse_schema(loaded, named_schemas=named if named is not None else {})
+    except (ValueError, TypeError, KeyError, SchemaParseException, UnknownType) as err:
+        raise SchemaError(f"not a valid Avro schema: {type(err).__name__}: {err}") from err
+
+
+def _named(parsed: Any) -> dict[str, Any]:
+    """The named types ``parsed`` can use: its own and those of the schemas it references
+    (fastavro keeps them under ``__named_schemas``)."""
+    return dict(parsed.get("__named_schemas", {})) if isinstance(parsed, dict) else {}
 
 
 def arrow_type(parsed: Any) -> pa.DataType:
     """The Arrow type of values read with the reader schema ``parsed``."""
-    return _type(parsed, {}, ())
+    return _type(parsed, _named(parsed), ())
 
 
 def _type(schema: Any, names: dict[str, Any], stack: tuple[str, ...]) -> pa.DataType:
@@ -115,7 +120,7 @@ def _type(schema: Any, names: dict[str, Any], stack: tuple[str, ...]) -> pa.Data
 def converter(parsed: Any) -> Converter | None:
     """What turns fastavro's Python value into one ``pa.array`` takes for :func:`arrow_type`, or
     ``None`` when nothing needs it (the usual case: no multi-branch union, no uuid)."""
-    return _conv(parsed, {}, ())
+    return _conv(parsed, _named(parsed), ())
 
 
 def _conv(schema: Any, names: dict[str, Any], stack: tuple[str, ...]) -> Converter | None:

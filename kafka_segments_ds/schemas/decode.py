@@ -23,7 +23,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_segments_ds.errors import InvalidOptionError, SchemaError, UndecodableValueError
+from kafka_segments_ds.errors import (
+    InvalidOptionError,
+    NoKafkaDataError,
+    SchemaError,
+    UndecodableValueError,
+)
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.schemas import DEFAULT_SCHEMAS_TOPIC, avro, jsonschema, protobuf
 from kafka_segments_ds.schemas.registry import Registry, SchemaVersion, load_registry
@@ -131,6 +136,7 @@ def bind_registry(options: ReadOptions, path: str | os.PathLike[str] | list[str]
     if decode.value_format == "raw" and decode.key_format == "raw":
         return options
     if decode.schema_registry != ARCHIVE:
+        _registry(decode.schema_registry, decode.schemas_topic, options.storage, fresh=True)
         return options
     paths = [os.fspath(p) for p in path] if isinstance(path, list) else [os.fspath(path)]
     source = _find_log_dir(paths[0], decode.schemas_topic, options)
@@ -147,8 +153,8 @@ def _find_log_dir(path: str, topic: str, options: ReadOptions) -> str:
             candidates.append(parent)
     for candidate in candidates:
         try:
-            _registry(candidate, topic, options.storage)
-        except Exception:
+            _registry(candidate, topic, options.storage, fresh=True)
+        except NoKafkaDataError:  # no such topic here: try the directory above
             continue
         return candidate
     raise SchemaError(
@@ -160,11 +166,16 @@ def _find_log_dir(path: str, topic: str, options: ReadOptions) -> str:
 _REGISTRIES: dict[tuple[str, str, tuple[tuple[str, str], ...]], Registry] = {}
 
 
-def _registry(source: str, topic: str, storage: tuple[tuple[str, str], ...]) -> Registry:
+def _registry(
+    source: str, topic: str, storage: tuple[tuple[str, str], ...], fresh: bool = False
+) -> Registry:
+    """The registry at ``source``, loaded once per process; ``fresh``: loaded again (each read
+    binds a fresh one on the driver; an executor reloads when it meets an unknown id)."""
     key = (source, topic, storage)
-    found = _REGISTRIES.get(key)
+    found = None if fresh else _REGISTRIES.get(key)
     if found is None:
         found = load_registry(source, topic, **dict(storage))
+        found.source_key = key
         _REGISTRIES[key] = found
     return found
 
@@ -199,6 +210,7 @@ class ColumnDecoder:
         self.arrow_type = self._arrow_type()
         self.convert = self._converter()
         self._writers: dict[int, Callable[[bytes], Any]] = {}
+        self._reloaded = False
 
     def _parsed(self, schema: SchemaVersion) -> Any:
         what = f"schema id {schema.id} ({schema.subject} version {schema.version})"
@@ -238,6 +250,13 @@ class ColumnDecoder:
         if found is not None:
             return found
         schema = self.registry.by_id(schema_id)
+        if schema is None and not self._reloaded:
+            # registered after this process loaded the registry (a long-lived executor)?
+            self._reloaded = True
+            src = self.registry
+            if src.source_key is not None:
+                self.registry = _registry(*src.source_key, fresh=True)
+                schema = self.registry.by_id(schema_id)
         if schema is None:
             raise ValueError(
                 f"schema id {schema_id} is not in the registry ({self.registry.source})"
@@ -312,6 +331,25 @@ def to_arrow(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
     return struct_array.take(pa.array(rank, pa.int64()))
 
 
+_MAX_CACHED_DECODERS = 256
+_COLUMN_DECODERS: dict[tuple[int, DecodeOptions, str, str | None], ColumnDecoder] = {}
+
+
+def column_decoder(
+    registry: Registry, decode: DecodeOptions, column: str, topic: str | None
+) -> ColumnDecoder:
+    """The decoder of ``column`` of ``topic``, made once per process (parsing and compiling
+    schemas costs far more than a segment's task)."""
+    key = (id(registry), decode, column, topic)
+    found = _COLUMN_DECODERS.get(key)
+    if found is None:
+        if len(_COLUMN_DECODERS) >= _MAX_CACHED_DECODERS:  # registries of earlier reads
+            _COLUMN_DECODERS.clear()
+        found = ColumnDecoder(registry, decode, column, topic)
+        _COLUMN_DECODERS[key] = found
+    return found
+
+
 class _Bad(ValueError):
     def __init__(self, reason: str, schema_id: int | None) -> None:
         super().__init__(reason)
@@ -351,7 +389,7 @@ def decoded_schema(options: ReadOptions, schema: pa.Schema, topics: list[str | N
         if name not in RAW_COLUMN or decode.format_of(name) == "raw":
             fields.append(field)
             continue
-        types = {t: ColumnDecoder(registry, decode, name, t).arrow_type for t in topics}
+        types = {t: column_decoder(registry, decode, name, t).arrow_type for t in topics}
         distinct = {str(t) for t in types.values()}
         if len(distinct) > 1:
             raise InvalidOptionError(
@@ -376,7 +414,7 @@ class TaskDecoder:
         decode = parse_decode_options(options)
         registry = registry_of(options)
         self.decoders = {
-            name: ColumnDecoder(registry, decode, name, topic)
+            name: column_decoder(registry, decode, name, topic)
             for name in RAW_COLUMN
             if decode.format_of(name) != "raw"
         }

@@ -67,6 +67,8 @@ class Registry:
     configs: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     modes: dict[str | None, str] = field(default_factory=dict)
     source: str = ""
+    # (source, topic, storage) it was loaded from, to load it again (schemas.decode)
+    source_key: tuple[str, str, tuple[tuple[str, str], ...]] | None = None
 
     def all_versions(self) -> list[SchemaVersion]:
         """Every live and soft-deleted (subject, version), by subject then version."""
@@ -99,16 +101,28 @@ class Registry:
         return "versions " + ", ".join(map(str, found)) if found else "no versions"
 
     def resolve_references(self, schema: SchemaVersion) -> dict[str, SchemaVersion]:
-        """Reference name -> referenced version, transitively (a Protobuf file's imports)."""
+        """Reference name -> referenced version, transitively, each after the ones it
+        references (an Avro named type must be parsed before the schemas using it)."""
         out: dict[str, SchemaVersion] = {}
-        pending = list(schema.references)
-        while pending:
-            ref = pending.pop()
-            if ref.name in out:
-                continue
-            target = self.version(ref.subject, ref.version)
-            out[ref.name] = target
-            pending.extend(target.references)
+        visiting: set[tuple[str, int]] = set()
+
+        def visit(refs: tuple[Reference, ...]) -> None:
+            for ref in refs:
+                if ref.name in out:
+                    continue
+                target = self.version(ref.subject, ref.version)
+                key = (target.subject, target.version)
+                if key in visiting:
+                    raise SchemaError(
+                        f"schema registry {self.source}: references of {schema.subject} "
+                        f"version {schema.version} form a cycle through {ref.subject}"
+                    )
+                visiting.add(key)
+                visit(target.references)
+                visiting.discard(key)
+                out[ref.name] = target
+
+        visit(schema.references)
         return out
 
 
