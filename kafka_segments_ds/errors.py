@@ -84,15 +84,13 @@ class UnsupportedFormatError(CorruptSegmentError):
 class MissingCodecError(KafkaSegmentsError):
     """The Python package for a compression codec is not installed."""
 
-    def __init__(self, codec: str, package: str) -> None:
-        self.codec, self.package = codec, package
-        super().__init__(
-            f"reading {codec}-compressed batches needs the '{package}' package: "
-            f"pip install {package}"
-        )
+    def __init__(self, codec: str, package: str, purpose: str | None = None) -> None:
+        self.codec, self.package, self.purpose = codec, package, purpose
+        what = purpose or f"reading {codec}-compressed batches"
+        super().__init__(f"{what} needs the '{package}' package: pip install {package}")
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), (self.codec, self.package))
+        return (type(self), (self.codec, self.package, self.purpose))
 
 
 class InvalidOptionError(KafkaSegmentsError, ValueError):

@@ -49,7 +49,9 @@ def _fastavro() -> Any:
     try:
         import fastavro
     except ImportError as err:
-        raise MissingCodecError("Avro", "kafka-segments-ds[schemas]") from err
+        raise MissingCodecError(
+            "Avro", "kafka-segments-ds[schemas]", "decoding Avro values (fastavro)"
+        ) from err
     return fastavro
 
 

@@ -38,7 +38,11 @@ def _modules() -> tuple[Any, Any, Any]:
         import grpc_tools  # noqa: F401  (protoc)
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     except ImportError as err:
-        raise MissingCodecError("Protobuf", "kafka-segments-ds[schemas]") from err
+        raise MissingCodecError(
+            "Protobuf",
+            "kafka-segments-ds[schemas]",
+            "decoding Protobuf values (protobuf, grpcio-tools)",
+        ) from err
     return descriptor_pb2, descriptor_pool, message_factory
 
 

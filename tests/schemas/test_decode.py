@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -514,3 +515,28 @@ def test_the_real_confluent_promotions() -> None:
     assert names.count("next_free") == 2
     assert names.count(None) == 8
     assert all((r["value"] is None) == (r["rawValue"] is None) for r in rows)
+
+
+def test_without_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without fastavro / protobuf: an error naming the [schemas] extra, not an ImportError."""
+    import pickle
+
+    from kafka_segments_ds.errors import MissingCodecError
+    from kafka_segments_ds.schemas import decode
+
+    _avro_archive(tmp_path)
+    monkeypatch.setattr(decode, "_COLUMN_DECODERS", {})
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    monkeypatch.setitem(sys.modules, "fastavro.schema", None)
+    with pytest.raises(MissingCodecError) as info:
+        read_table(tmp_path, subscribe="users", valueFormat="avro")
+    assert str(info.value) == (
+        "decoding Avro values (fastavro) needs the 'kafka-segments-ds[schemas]' package: "
+        "pip install kafka-segments-ds[schemas]"
+    )
+    assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
+    monkeypatch.setitem(sys.modules, "google.protobuf", None)
+    with pytest.raises(MissingCodecError, match=r"decoding Protobuf values .*\[schemas\]"):
+        from kafka_segments_ds.schemas.protobuf import compile_file
+
+        compile_file(PROTO_V1, {}, "test")
