@@ -12,14 +12,16 @@ Schema Registry keeps everything in one compacted topic. Each record's key is JS
 * ``CONFIG`` and ``MODE`` {subject?}: compatibility level and mode (kept, not needed to decode).
 * ``NOOP``: the registry's own marker when it starts (no state).
 
-The last record of a key wins, as on a compacted topic. :class:`Registry` also keeps every
-(id -> schema) it ever saw, hard-deleted ones included: data written with a schema that was
-deleted later still decodes from the archive.
+The last record of a key wins, as on a compacted topic; a SCHEMA record giving an id that
+another schema text holds is ignored, as the registry's store handler refuses it.
+:class:`Registry` also keeps every (id -> schema) it ever saw, hard-deleted ones included: data
+written with a schema that was deleted later still decodes from the archive.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,6 +36,7 @@ SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
 # keytypes Schema Registry writes that carry no schema (newer ones: contexts, tenants)
 _STATELESS_KEYTYPES = frozenset({"NOOP", "DELETE_CONTEXT", "CONTEXT"})
 HTTP_TIMEOUT_S = 30
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +192,15 @@ def _apply_schema(
             f"{where}: key names {subject} version {version} but the value "
             f"{entry.subject} version {entry.version}"
         )
+    known = registry.ids.get(entry.id)
+    if known is not None and known.schema != entry.schema:
+        # the registry refuses a schema under an id another schema holds (validateUpdate)
+        log.warning(
+            "%s: %s version %d reuses schema id %d of %s version %d with another schema: "
+            "ignored, as Schema Registry ignores it",
+            where, subject, version, entry.id, known.subject, known.version,
+        )  # fmt: skip
+        return
     registry.versions[(subject, version)] = entry
     registry.ids[entry.id] = entry
 

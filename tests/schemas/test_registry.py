@@ -103,6 +103,20 @@ def test_replay_follows_schema_registry() -> None:
         registry.version("a-value", 3)
 
 
+def test_a_reused_id_with_another_schema_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    records = [
+        schema_record("a-value", 1, 1, AVRO_V1),
+        schema_record("b-value", 1, 1, AVRO_V1 | {"name": "Other"}),  # id 1 again: refused
+        schema_record("c-value", 1, 1, AVRO_V1),  # the same schema under its id: kept
+    ]
+    registry = replay([(k, v, f"offset {i}") for i, (k, v) in enumerate(records)])
+    assert _summary(registry.all_versions()) == [
+        ("a-value", 1, 1, "AVRO", False),
+        ("c-value", 1, 1, "AVRO", False),
+    ]
+    assert "offset 1: b-value version 1 reuses schema id 1 of a-value version 1" in caplog.text
+
+
 def test_bad_records_name_the_offset() -> None:
     with pytest.raises(SchemaError, match=r"offset 3: the key is not JSON"):
         replay([(b"{nope", b"{}", "offset 3")])
