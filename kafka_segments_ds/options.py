@@ -26,7 +26,7 @@ DEFAULT_BATCH_ROWS = 32_768  # small segments' batches are joined into batches o
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
 
-# decoding keys and values in Confluent's wire format (kafka_segments_ds.schemas.decode)
+# decoding keys and values in Confluent's wire format (kafka_segments_ds.schemas)
 DECODE_OPTIONS = (
     "valueFormat",
     "keyFormat",
@@ -141,7 +141,7 @@ class ReadOptions:
     # query afresh: kafka_segments_ds.datasource.FIXED_PUSHDOWN_SPARK)
     push_filters: str = "auto"
     # decoding values / keys in Confluent's wire format: (lower-cased option name, value) pairs,
-    # validated by kafka_segments_ds.schemas.decode (which sits above this layer)
+    # validated by kafka_segments_ds.schemas.config (which sits above this layer)
     decode: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:

@@ -5,8 +5,11 @@
 * :mod:`~kafka_segments_ds.schemas.avro`, :mod:`~kafka_segments_ds.schemas.protobuf`,
   :mod:`~kafka_segments_ds.schemas.jsonschema`: one schema type each: the Arrow type of a reader
   schema and the decoding of one payload;
-* :mod:`~kafka_segments_ds.schemas.decode`: the options, the wire format, and the post-step that
-  turns a batch's ``value`` / ``key`` column of bytes into typed columns.
+* :mod:`~kafka_segments_ds.schemas.config`: the decoding options and the registry a read uses;
+* :mod:`~kafka_segments_ds.schemas.column`: the wire format and one column of one topic decoded
+  into its reader schema's Arrow type;
+* :mod:`~kafka_segments_ds.schemas.decode`: the post-step that turns a batch's ``value`` / ``key``
+  column of bytes into typed columns, and the read's schema (Arrow and Spark types).
 
 This module stays light (Spark imports the package at every lookup). ``kafka_segments_ds.schemas``
 is also callable, as :func:`read_schemas`: importing this package replaces the function of that

@@ -70,7 +70,7 @@ class Registry:
     configs: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     modes: dict[str | None, str] = field(default_factory=dict)
     source: str = ""
-    # (source, topic, storage) it was loaded from, to load it again (schemas.decode)
+    # (source, topic, storage) it was loaded from, to load it again (schemas.config)
     source_key: tuple[str, str, tuple[tuple[str, str], ...]] | None = None
 
     def all_versions(self) -> list[SchemaVersion]:

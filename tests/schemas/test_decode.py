@@ -522,10 +522,10 @@ def test_without_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     import pickle
 
     from kafka_segments_ds.errors import MissingCodecError
-    from kafka_segments_ds.schemas import decode
+    from kafka_segments_ds.schemas import column
 
     _avro_archive(tmp_path)
-    monkeypatch.setattr(decode, "_COLUMN_DECODERS", {})
+    monkeypatch.setattr(column, "_COLUMN_DECODERS", {})
     monkeypatch.setitem(sys.modules, "fastavro", None)
     monkeypatch.setitem(sys.modules, "fastavro.schema", None)
     with pytest.raises(MissingCodecError) as info:
