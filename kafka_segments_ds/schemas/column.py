@@ -75,7 +75,7 @@ class ColumnDecoder:
         if self.format == "avro":
             return avro.converter(self.reader_parsed)
         if self.format == "json":
-            return jsonschema.converter(self.arrow_type)
+            return jsonschema.converter(self.reader_parsed)
         return None
 
     def writer(self, schema_id: int) -> Callable[[bytes], Any]:

@@ -44,7 +44,14 @@ def parse(schema_text: str) -> dict[str, Any]:
 
 def arrow_type(doc: dict[str, Any]) -> pa.DataType:
     """The Arrow type of values read with the reader schema ``doc``."""
-    return _type(doc, doc, 0)
+    return _shape(doc, doc, 0)[0]
+
+
+def converter(doc: dict[str, Any]) -> Callable[[Any], Any]:
+    """What turns a parsed JSON value into one ``pa.array`` takes for :func:`arrow_type`: the
+    parts without a single type are dumped back to JSON text, the rest kept as they are (a
+    value of another type than the schema's then fails to convert: a malformed record)."""
+    return _shape(doc, doc, 0)[1]
 
 
 def _resolve(node: Any, root: dict[str, Any], depth: int) -> Any:
@@ -61,50 +68,39 @@ def _resolve(node: Any, root: dict[str, Any], depth: int) -> Any:
     return node
 
 
-def _type(node: Any, root: dict[str, Any], depth: int) -> pa.DataType:
+def _shape(node: Any, root: dict[str, Any], depth: int) -> tuple[pa.DataType, Callable[[Any], Any]]:
+    """(Arrow type, converter) of a schema node."""
     node = _resolve(node, root, depth)
-    if not isinstance(node, dict):
-        return pa.string()
-    kind = node.get("type")
+    kind = node.get("type") if isinstance(node, dict) else None
     if isinstance(kind, list):
         kinds = [k for k in kind if k != "null"]
         kind = kinds[0] if len(kinds) == 1 else None
-    if kind in _SCALARS:
-        return _SCALARS[kind]
+    if isinstance(kind, str) and kind in _SCALARS:
+        return _SCALARS[kind], _same
     if kind == "array" and isinstance(node.get("items"), dict):
-        return pa.list_(_type(node["items"], root, depth + 1))
-    if kind == "object" and isinstance(node.get("properties"), dict) and node["properties"]:
+        item_type, item = _shape(node["items"], root, depth + 1)
+        if item is _same:
+            return pa.list_(item_type), _same
+        return pa.list_(item_type), lambda v: [item(x) for x in v] if isinstance(v, list) else v
+    properties = node.get("properties") if kind == "object" else None
+    if isinstance(properties, dict) and properties:
         if depth > _MAX_REF_DEPTH:
             raise SchemaError("JSON Schema is recursive: no Arrow type holds it")
-        return pa.struct(
-            [
-                pa.field(name, _type(sub, root, depth + 1))
-                for name, sub in node["properties"].items()
-            ]
-        )
-    return pa.string()
-
-
-def converter(arrow: pa.DataType) -> Callable[[Any], Any]:
-    """What turns a parsed JSON value into one ``pa.array`` takes for ``arrow``: the parts
-    typed as JSON text are dumped back to text, the rest kept."""
-    if pa.types.is_struct(arrow):
-        parts = [
-            (arrow.field(i).name, converter(arrow.field(i).type)) for i in range(arrow.num_fields)
-        ]
+        shapes = [(name, *_shape(sub, root, depth + 1)) for name, sub in properties.items()]
+        struct_type = pa.struct([pa.field(name, t) for name, t, _ in shapes])
+        parts = [(name, conv) for name, _, conv in shapes]
 
         def record(value: Any) -> Any:
             if not isinstance(value, dict):
                 return value  # not an object: pa.array refuses it (a malformed record)
             return {name: conv(value.get(name)) for name, conv in parts}
 
-        return record
-    if pa.types.is_list(arrow):
-        item = converter(arrow.value_type)
-        return lambda v: [item(x) for x in v] if isinstance(v, list) else v
-    if pa.types.is_string(arrow):
-        return lambda v: v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True)
-    return _same
+        return struct_type, record
+    return pa.string(), _as_json
+
+
+def _as_json(value: Any) -> Any:
+    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def _same(value: Any) -> Any:

@@ -417,6 +417,7 @@ def test_json_schema_values(tmp_path: Path) -> None:
                 wire(42, b'{"id": 2, "address": {"city": "Rome"}, "tags": ["x"], "extra": [1]}'),
             ),
             (None, wire(42, b'{"id": "three"}')),  # not the reader's type
+            (None, wire(42, b'{"id": 5, "name": 6}')),  # nor this
             (None, wire(42, b'{"id": 4,')),  # not JSON
         ],
     )
@@ -433,6 +434,7 @@ def test_json_schema_values(tmp_path: Path) -> None:
     assert table.column("value").to_pylist() == [
         {"id": 1, "name": "ann", "address": None, "tags": None, "extra": None},
         {"id": 2, "name": None, "address": {"city": "Rome"}, "tags": ["x"], "extra": "[1]"},
+        None,
         None,
         None,
     ]
