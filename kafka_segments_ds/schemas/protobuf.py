@@ -90,7 +90,7 @@ def compile_file(text: str, imports: dict[str, str], what: str) -> Any:
 
 def message_at(file: Any, indexes: tuple[int, ...], what: str) -> Any:
     """The message descriptor at ``indexes`` (Confluent's message indexes) in ``file``."""
-    types = list(file.message_types_by_name.values())
+    types = _top_level_messages(file)
     message = None
     for index in indexes:
         if not 0 <= index < len(types):
@@ -100,6 +100,15 @@ def message_at(file: Any, indexes: tuple[int, ...], what: str) -> Any:
     if message is None:
         raise ValueError(f"{what} has no message")
     return message
+
+
+def _top_level_messages(file: Any) -> list[Any]:
+    """The file's messages in declaration order (the order message indexes count in), from its
+    FileDescriptorProto: a by-name map need not keep it."""
+    descriptor_pb2, _, _ = _modules()
+    proto = descriptor_pb2.FileDescriptorProto.FromString(file.serialized_pb)
+    prefix = f"{proto.package}." if proto.package else ""
+    return [file.pool.FindMessageTypeByName(prefix + m.name) for m in proto.message_type]
 
 
 def reader_message(file: Any, name: str | None, subject: str) -> Any:

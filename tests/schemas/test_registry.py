@@ -25,6 +25,7 @@ from tests.schemas.registry_records import (
     noop,
     schema_record,
     tombstone,
+    wire,
     write_records,
 )
 
@@ -255,3 +256,19 @@ def test_the_real_confluent_registry() -> None:
         {"name": "promotion_name", "type": ["null", "string"], "default": None}
     ]
     assert all(v.references == () for v in got)
+
+
+def test_decoding_with_a_live_registry(registry_url: str, tmp_path: Path) -> None:
+    """schemaRegistry=<URL>: the schemas come from the registry's REST API, not the archive."""
+    fastavro = pytest.importorskip("fastavro", reason="needs the [schemas] extra")
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(AVRO_V1), {"a": 42})
+    write_records(tmp_path, "a", [(None, wire(1, out.getvalue()))])
+    table = kafka_segments_ds.read_table(
+        tmp_path, subscribe="a", valueFormat="auto", schemaRegistry=registry_url
+    )
+    assert table.column("value").to_pylist() == [{"a": 42}]
+    with pytest.raises(StorageError, match="HTTP 404"):
+        kafka_segments_ds.read_table(
+            tmp_path, subscribe="a", valueFormat="auto", schemaRegistry=registry_url + "/x"
+        )
