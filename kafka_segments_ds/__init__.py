@@ -1,7 +1,7 @@
 """Read Apache Kafka log segment files (``.log`` + indexes) directly into Arrow and Spark.
 
 Public API: :func:`read_table`, :func:`iter_batches`, :func:`write_table`, :func:`recover`,
-:func:`register` and the exceptions in :mod:`kafka_segments_ds.errors`.
+:func:`register`, :func:`schemas` and the exceptions in :mod:`kafka_segments_ds.errors`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from kafka_segments_ds.errors import (
     MissingCodecError,
     NoKafkaDataError,
     OutputExistsError,
+    SchemaError,
     StorageError,
+    UndecodableValueError,
     UnsafePathError,
     UnsupportedFormatError,
 )
@@ -46,7 +48,9 @@ __all__ = [
     "MissingCodecError",
     "NoKafkaDataError",
     "OutputExistsError",
+    "SchemaError",
     "StorageError",
+    "UndecodableValueError",
     "UnsafePathError",
     "UnsupportedFormatError",
     "__version__",
@@ -158,7 +162,11 @@ def read_table(
         ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``, ``isolationLevel``,
         ``includeHeaders``, ``includeMetadata``, ``mode`` (``FAILFAST`` | ``DROPMALFORMED``),
         ``verifyChecksums``, ``failOnDataLoss``, ``maxDecompressedBytes``, ``maxBatchBytes``,
-        ``readChunkBytes``, ``batchRows``; ``fs.*`` keys configure remote storage.
+        ``readChunkBytes``, ``batchRows``; ``fs.*`` keys configure remote storage;
+        ``valueFormat`` / ``keyFormat`` (``raw`` | ``avro`` | ``protobuf`` | ``json`` |
+        ``auto``), ``schemaRegistry``, ``valueSchemaSubject``, ``valueSchemaVersion``,
+        ``includeRawValue`` and their key twins decode values in Confluent's wire format with
+        the Schema Registry archived beside them (docs/options.md).
 
     Returns
     -------
@@ -179,6 +187,9 @@ def read_table(
         names what is not there (``allowEmpty=true``: 0 rows instead).
     StorageError
         The storage cannot be reached or read (names the URI and the endpoint).
+    UndecodableValueError
+        With ``valueFormat``/``keyFormat`` and ``mode=FAILFAST``: a value that does not decode
+        (names topic, partition, offset and schema id).
     """
     import pyarrow as pa
 
