@@ -185,19 +185,28 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def make_decoder(writer: Any, reader: Any) -> Callable[[bytes], Any]:
-    """A function decoding one payload written with ``writer`` into ``reader``'s shape."""
-    schemaless_reader = _fastavro().schemaless_reader
+def schemaless_reader() -> Any:
+    """fastavro's reader of one value without a container (raises MissingCodecError)."""
+    return _fastavro().schemaless_reader
+
+
+def left_over(read: int, size: int) -> str:
+    """The message for a value that its schema reads without reaching the end."""
+    return f"{size - read} bytes left after the Avro value (read {read} of {size})"
+
+
+def make_decoder(writer: Any, reader: Any) -> Callable[[bytes, int], Any]:
+    """A function decoding the payload at ``start`` of a value written with ``writer`` into
+    ``reader``'s shape."""
+    read = schemaless_reader()
     resolve = None if writer == reader else reader
 
-    def decode(payload: bytes) -> Any:
+    def decode(data: bytes, start: int) -> Any:
+        payload = data[start:]  # a copy costs less than seeking a stream over the value
         stream = io.BytesIO(payload)
-        value = schemaless_reader(stream, writer, resolve)
+        value = read(stream, writer, resolve)
         if stream.tell() != len(payload):
-            raise ValueError(
-                f"{len(payload) - stream.tell()} bytes left after the Avro value "
-                f"(read {stream.tell()} of {len(payload)})"
-            )
+            raise ValueError(left_over(stream.tell(), len(payload)))
         return value
 
     return decode

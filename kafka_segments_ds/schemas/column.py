@@ -8,14 +8,14 @@ as the reader schema: Avro by the spec's resolution rules, Protobuf and JSON by 
 
 from __future__ import annotations
 
-import operator
 import struct
 from collections.abc import Callable
+from io import BytesIO
 from typing import Any
 
 import pyarrow as pa
 
-from kafka_segments_ds.errors import SchemaError
+from kafka_segments_ds.errors import MissingCodecError, SchemaError
 from kafka_segments_ds.schemas import avro, jsonschema, protobuf
 from kafka_segments_ds.schemas.config import FORMAT_OF_TYPE, DecodeOptions, registry_at
 from kafka_segments_ds.schemas.registry import Registry, SchemaVersion
@@ -43,7 +43,8 @@ class ColumnDecoder:
         self.message = decode.message_of(column)
         self.arrow_type = self._arrow_type()
         self.convert = self._converter()
-        self._writers: dict[int, Callable[[bytes], Any]] = {}
+        self._writers: dict[int, Callable[[bytes, int], Any]] = {}
+        self._avro: dict[int, tuple[Any, Any]] = {}  # id -> (writer schema, reader or None)
         self._reloaded = False
 
     def _parsed(self, schema: SchemaVersion) -> Any:
@@ -78,7 +79,7 @@ class ColumnDecoder:
             return jsonschema.converter(self.reader_parsed)
         return None
 
-    def writer(self, schema_id: int) -> Callable[[bytes], Any]:
+    def writer(self, schema_id: int) -> Callable[[bytes, int], Any]:
         """The payload decoder of ``schema_id`` (raises ValueError when unknown or unusable)."""
         found = self._writers.get(schema_id)
         if found is not None:
@@ -106,6 +107,10 @@ class ColumnDecoder:
             raise ValueError(str(err)) from err
         if self.format == "avro":
             found = avro.make_decoder(parsed, self.reader_parsed)
+            self._avro[schema_id] = (
+                parsed,
+                None if parsed == self.reader_parsed else self.reader_parsed,
+            )
         elif self.format == "protobuf":
             found = protobuf.make_decoder(parsed, f"schema id {schema_id}")
         else:
@@ -113,56 +118,82 @@ class ColumnDecoder:
         self._writers[schema_id] = found
         return found
 
-    def decode_one(self, data: bytes) -> tuple[Any, int | None]:
-        """One wire-format value -> (Python value, schema id); raises ValueError, naming the id
-        (if any) via the second element of the error's args."""
-        if len(data) < WIRE_HEADER.size or data[0] != MAGIC:
-            raise Bad(
-                f"no Confluent wire format: {len(data)} bytes starting {data[:5].hex() or 'empty'} "
-                "(expected magic byte 00 and a 4-byte schema id)",
-                None,
-            )
-        _, schema_id = WIRE_HEADER.unpack_from(data)
-        try:
-            value = self.writer(schema_id)(data[WIRE_HEADER.size :])
-            if self.convert is not None:
-                value = self.convert(value)
-        except Bad:
-            raise
-        except Exception as err:
-            raise Bad(f"does not decode: {type(err).__name__}: {err}", schema_id) from err
-        return value, schema_id
+    def decode_all(
+        self, items: list[bytes | None]
+    ) -> tuple[list[Any], list[tuple[int, int | None, str]]]:
+        """Wire-format values (None: a null value) -> (Python values, with None for the bad
+        ones; the bad ones as (row, schema id or None, reason)).
+
+        The hot loop (benchmarks/bench_schemas.py): a value whose 5-byte header is the previous
+        one's needs no check and no lookup; Avro, the common case, is read here, not through a
+        call to its decoder (a Python frame per value)."""
+        values: list[Any] = []
+        bad: list[tuple[int, int | None, str]] = []
+        append = values.append
+        convert = self.convert
+        size = WIRE_HEADER.size
+        head = b""  # the header of the values decode/writer/resolve are for
+        schema_id: int | None = None
+        decode: Callable[[bytes, int], Any] | None = None
+        read = avro.schemaless_reader() if self.format == "avro" else None
+        writer: Any = None
+        resolve: Any = None
+        for i, data in enumerate(items):
+            if data is None:
+                append(None)
+                continue
+            if data[:size] != head:
+                head, decode = b"", None
+                if len(data) < size or data[0] != MAGIC:
+                    bad.append((i, None, _no_wire_format(data)))
+                    append(None)
+                    continue
+                schema_id = WIRE_HEADER.unpack_from(data)[1]
+                try:
+                    decode = self.writer(schema_id)
+                except MissingCodecError:
+                    raise
+                except Exception as err:  # an unknown id, a schema that does not parse
+                    bad.append((i, schema_id, f"does not decode: {type(err).__name__}: {err}"))
+                    append(None)
+                    continue
+                if read is not None:
+                    writer, resolve = self._avro[schema_id]
+                head = data[:size]
+            try:
+                if read is not None:
+                    payload = data[size:]
+                    stream = BytesIO(payload)
+                    value = read(stream, writer, resolve)
+                    if stream.tell() != len(payload):
+                        raise ValueError(avro.left_over(stream.tell(), len(payload)))
+                else:
+                    assert decode is not None  # set with head
+                    value = decode(data, size)
+                if convert is not None:
+                    value = convert(value)
+            except MissingCodecError:
+                raise  # not the value's fault
+            except Exception as err:  # fastavro, protobuf and json raise many kinds
+                bad.append((i, schema_id, f"does not decode: {type(err).__name__}: {err}"))
+                append(None)
+                continue
+            append(value)
+        return values, bad
+
+
+def _no_wire_format(data: bytes) -> str:
+    return (
+        f"no Confluent wire format: {len(data)} bytes starting {data[:5].hex() or 'empty'} "
+        "(expected magic byte 00 and a 4-byte schema id)"
+    )
 
 
 def to_arrow(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
-    """Decoded values -> one Arrow array. A struct is built a field at a time (a list per
-    field, then ``StructArray.from_arrays``): several times faster than ``pa.array`` over a list
-    of dicts, with the same result (missing keys are null, other keys ignored)."""
-    if not pa.types.is_struct(arrow_type):
-        return pa.array(values, type=arrow_type)
-    present = [v for v in values if v is not None]
-    if not all(type(v) is dict for v in present):
-        return pa.array(values, type=arrow_type)
-    fields = list(arrow_type)
-    try:  # the usual case: every record has every field (Avro always does)
-        children = [
-            pa.array(list(map(operator.itemgetter(f.name), present)), type=f.type) for f in fields
-        ]
-    except KeyError:
-        children = [pa.array([v.get(f.name) for v in present], type=f.type) for f in fields]
-    struct_array = pa.StructArray.from_arrays(children, fields=fields)
-    if len(present) == len(values):
-        return struct_array
-    # put the nulls back: row i takes present row rank[i], or null
-    rank: list[int | None] = []
-    n = 0
-    for v in values:
-        if v is None:
-            rank.append(None)
-        else:
-            rank.append(n)
-            n += 1
-    return struct_array.take(pa.array(rank, pa.int64()))
+    """Decoded values -> one Arrow array of ``arrow_type`` (for a struct: missing keys are
+    null, other keys ignored). ``pa.array`` over the list of dicts is the fastest way measured
+    (benchmarks/bench_schemas.py): faster than building the fields' arrays one by one."""
+    return pa.array(values, type=arrow_type)
 
 
 _MAX_CACHED_DECODERS = 256
@@ -182,9 +213,3 @@ def column_decoder(
         found = ColumnDecoder(registry, decode, column, topic)
         _COLUMN_DECODERS[key] = found
     return found
-
-
-class Bad(ValueError):
-    def __init__(self, reason: str, schema_id: int | None) -> None:
-        super().__init__(reason)
-        self.reason, self.schema_id = reason, schema_id

@@ -23,7 +23,6 @@ from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.schemas.column import (
     NOT_CONVERTED,
     WIRE_HEADER,
-    Bad,
     ColumnDecoder,
     column_decoder,
     to_arrow,
@@ -136,18 +135,7 @@ class TaskDecoder:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
     def _decode_column(self, decoder: ColumnDecoder, raw: pa.Array, offsets: list[int]) -> pa.Array:
-        values: list[Any] = []
-        bad: list[tuple[int, int | None, str]] = []  # (row, schema id, reason)
-        append = values.append
-        for i, data in enumerate(raw.to_pylist()):
-            if data is None:
-                append(None)
-                continue
-            try:
-                append(decoder.decode_one(data)[0])
-            except Bad as err:
-                bad.append((i, err.schema_id, err.reason))
-                append(None)
+        values, bad = decoder.decode_all(raw.to_pylist())
         try:
             column = to_arrow(values, decoder.arrow_type)
         except NOT_CONVERTED:

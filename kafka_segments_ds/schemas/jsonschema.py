@@ -107,6 +107,6 @@ def _same(value: Any) -> Any:
     return value
 
 
-def decode(payload: bytes) -> Any:
-    """One JSON payload -> its value."""
-    return json.loads(payload)
+def decode(data: bytes, start: int) -> Any:
+    """The JSON payload at ``start`` of a value -> its value."""
+    return json.loads(data[start:])

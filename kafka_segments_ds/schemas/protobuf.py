@@ -238,13 +238,14 @@ def _single(field: Any, value: Any) -> Any:
     return value
 
 
-def make_decoder(file: Any, what: str) -> Callable[[bytes], Any]:
-    """A function decoding one Confluent Protobuf payload (indexes + message) with ``file``."""
+def make_decoder(file: Any, what: str) -> Callable[[bytes, int], Any]:
+    """A function decoding the Confluent Protobuf payload at ``start`` (indexes + message) of a
+    value with ``file``."""
     _, _, message_factory = _modules()
     classes: dict[tuple[int, ...], Any] = {}
 
-    def decode(payload: bytes) -> Any:
-        indexes, pos = read_indexes(payload, 0)
+    def decode(payload: bytes, start: int) -> Any:
+        indexes, pos = read_indexes(payload, start)
         cls = classes.get(indexes)
         if cls is None:
             cls = message_factory.GetMessageClass(message_at(file, indexes, what))
