@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka_broker import Broker
+
+from .kafka_broker import Broker
 
 NEEDS = "Java 17+ (java, javac) and Maven (mvn): apt-get install openjdk-17-jdk-headless maven"
 

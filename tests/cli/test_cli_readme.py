@@ -15,7 +15,7 @@ from kafka_segments_ds.samples import write_sample_log_dir
 
 pytestmark = pytest.mark.usefixtures("serial_kernels")
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_commands() -> list[list[str]]:

@@ -15,7 +15,7 @@ from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.samples import PartitionWriter
 
 T0 = 1_700_000_000_000
-REALWORLD = Path(__file__).resolve().parents[1] / ".." / "shared" / "realworld"
+REALWORLD = Path(__file__).resolve().parents[2] / ".." / "shared" / "realworld"
 # columns that say where a record sits in the files, not what it is
 PLACEMENT = ("segment", "position")
 ORDER = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]

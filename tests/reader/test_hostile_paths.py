@@ -126,7 +126,7 @@ def test_stream_of_a_local_tiered_bucket_refuses_a_symlink_added_later(tmp_path:
     every trigger."""
     from kafka_segments_ds.options import parse_stream_options
     from kafka_segments_ds.reader.stream import StreamPlanner
-    from kafka_segments_ds.tiered.upload import upload_aiven
+    from tests.support.upload import upload_aiven
 
     source = tmp_path / "source" / "t-0"
     source.mkdir(parents=True)

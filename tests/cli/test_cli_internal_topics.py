@@ -11,7 +11,18 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli_decoders import (
+
+from kafka_segments_ds.cli import main
+from kafka_segments_ds.internal_topics import decoder_for
+from kafka_segments_ds.internal_topics.cluster_metadata import decode_cluster_metadata
+from kafka_segments_ds.internal_topics.control_schemas import CONTROL_SCHEMAS
+from kafka_segments_ds.internal_topics.kraft_snapshot import decode_control_record
+from kafka_segments_ds.internal_topics.metadata_schemas import SCHEMAS
+from kafka_segments_ds.internal_topics.remote_log_metadata import decode_remote_log_metadata
+from kafka_segments_ds.internal_topics.share_group_state import decode_share_group_state
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.samples import PartitionWriter
+from tests.support.protocol import (
     UUID_A,
     UUID_A_TEXT,
     UUID_B,
@@ -28,17 +39,6 @@ from test_cli_decoders import (
     tags,
     uv,
 )
-
-from kafka_segments_ds.cli import main
-from kafka_segments_ds.internal_topics import decoder_for
-from kafka_segments_ds.internal_topics.cluster_metadata import decode_cluster_metadata
-from kafka_segments_ds.internal_topics.control_schemas import CONTROL_SCHEMAS
-from kafka_segments_ds.internal_topics.kraft_snapshot import decode_control_record
-from kafka_segments_ds.internal_topics.metadata_schemas import SCHEMAS
-from kafka_segments_ds.internal_topics.remote_log_metadata import decode_remote_log_metadata
-from kafka_segments_ds.internal_topics.share_group_state import decode_share_group_state
-from kafka_segments_ds.records.builder import RecordSpec, encode_batch
-from kafka_segments_ds.samples import PartitionWriter
 
 pytestmark = pytest.mark.usefixtures("serial_kernels")
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_remote_faults import Request, _Proxy, start_proxy
-from test_tiered_support import partitions_of, rsa_key_pair, write_oracle_log_dir
 
 import kafka_segments_ds as ksd
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.fs import read_file, resolve
 from kafka_segments_ds.tiered.aiven import parse_manifest
-from kafka_segments_ds.tiered.upload import (
+from tests.support.s3proxy import Proxy, Request, start_proxy
+from tests.support.tiered import partitions_of, rsa_key_pair, write_oracle_log_dir
+from tests.support.upload import (
     Encryption,
     upload_aiven,
     upload_linkedin_azure,
@@ -35,7 +35,7 @@ AZURE_TOPIC_IDS = {"events": uuid.UUID(int=1), "clicks.v2": uuid.UUID(int=2)}
 @pytest.fixture(scope="module")
 def bucket(
     moto_s3: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[dict[str, str], _Proxy, Path, dict[str, str]]]:
+) -> Iterator[tuple[dict[str, str], Proxy, Path, dict[str, str]]]:
     """(options via the counting proxy, the proxy, the source log dir, private-key option)."""
     source = write_oracle_log_dir(tmp_path_factory.mktemp("s3-tiered-src"))
     public, private = rsa_key_pair(tmp_path_factory.mktemp("s3-keys"))

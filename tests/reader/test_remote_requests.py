@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_remote_faults import Request, _Proxy, start_proxy, upload_sample
 
 import kafka_segments_ds as ksd
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.fs import RangeReader, resolve
 from kafka_segments_ds.records.batches import ENTRY_HEAD_BYTES, scan_entries
+from tests.support.s3proxy import Proxy, Request, start_proxy, upload_sample
 
 BUCKET = "counted"
 PREFIX = f"/{BUCKET}/logs/"
@@ -41,7 +41,7 @@ PREFIX = f"/{BUCKET}/logs/"
 def counted(
     moto_s3,
     tmp_path_factory: pytest.TempPathFactory,  # type: ignore[no-untyped-def]
-) -> Iterator[tuple[dict[str, str], _Proxy, Path]]:
+) -> Iterator[tuple[dict[str, str], Proxy, Path]]:
     """(reader options pointing at the counting proxy, the proxy, the local copy)."""
     with moto_s3(BUCKET) as (direct, moto_host, moto_port):
         root = upload_sample(direct, BUCKET, tmp_path_factory.mktemp("counted"))
@@ -52,7 +52,7 @@ def counted(
             proxy.shutdown()
 
 
-def _read(counted: tuple[dict[str, str], _Proxy, Path], **extra: Any) -> list[Request]:
+def _read(counted: tuple[dict[str, str], Proxy, Path], **extra: Any) -> list[Request]:
     options, proxy, _ = counted
     proxy.requests.clear()
     ksd.read_table(f"s3://{BUCKET}/logs", **options, **extra)
@@ -98,7 +98,7 @@ LISTING = [
 
 
 def test_full_read_opens_each_log_once_and_reads_it_once(
-    counted: tuple[dict[str, str], _Proxy, Path],
+    counted: tuple[dict[str, str], Proxy, Path],
 ) -> None:
     requests = _read(counted)
     logs = _logs(counted[2])
@@ -127,7 +127,7 @@ def _index_position(root: Path, segment: str, target: int) -> tuple[int, int]:
 
 
 def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
-    counted: tuple[dict[str, str], _Proxy, Path],
+    counted: tuple[dict[str, str], Proxy, Path],
 ) -> None:
     root = counted[2]
     requests = _read(counted, subscribe="orders", startingOffsets='{"orders":{"0":100,"1":150}}')
@@ -197,7 +197,7 @@ def test_mid_segment_start_reads_only_the_needed_part_of_the_log(
 
 
 def test_range_reader_opens_once_until_closed(
-    counted: tuple[dict[str, str], _Proxy, Path],
+    counted: tuple[dict[str, str], Proxy, Path],
 ) -> None:
     options, proxy, root = counted
     filesystem, path = resolve(f"s3://{BUCKET}/logs/orders-0/00000000000000000000.log", options)
@@ -245,7 +245,7 @@ def _windows(data: bytes, chunk: int) -> list[str]:
 
 
 def test_windows_smaller_than_a_segment_share_one_open(
-    counted: tuple[dict[str, str], _Proxy, Path],
+    counted: tuple[dict[str, str], Proxy, Path],
 ) -> None:
     """readChunkBytes below the segment size: one HEAD per .log, one GET per window, no other
     request (the cut entry's length is taken from the window, not asked for again)."""

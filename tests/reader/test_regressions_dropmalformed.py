@@ -34,7 +34,7 @@ from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_l
 from kafka_segments_ds.records.legacy import LOG_ENTRY
 from kafka_segments_ds.schema import TIMESTAMP_TYPE
 
-CASES = Path(__file__).parent / "data" / "regressions" / "dropmalformed"
+CASES = Path(__file__).resolve().parents[1] / "data" / "regressions" / "dropmalformed"
 SEGMENT = "00000000000000000000"
 COLUMNS = ["offset", "timestamp", "timestampType", "key", "value", "position"]
 SNAPPY, LZ4 = 2, 3
@@ -265,7 +265,7 @@ def test_grown_size_field_is_proven_by_the_entrys_own_checksum(
 # ../shared/regressions/independent-fuzz/README.md: the expected results come from an
 # independent decoder walking the same bytes entry by entry.
 
-INDEPENDENT = Path(__file__).resolve().parents[1].parent / "shared" / "regressions"
+INDEPENDENT = Path(__file__).resolve().parents[2].parent / "shared" / "regressions"
 INDEPENDENT = INDEPENDENT / "independent-fuzz"
 
 

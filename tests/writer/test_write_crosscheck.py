@@ -21,18 +21,6 @@ import aiokafka.record.memory_records as aiokafka_records
 import numpy as np
 import pyarrow as pa
 import pytest
-from crosscheck._logs import (
-    HEADER_KEYS,
-    LEGACY_CODECS,
-    LZ4,
-    MAX_TS,
-    V2_CODECS,
-    random_blob,
-    random_headers,
-    random_key,
-    read_oracle,
-    read_ours,
-)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_murmur2
@@ -45,6 +33,18 @@ from kafka_segments_ds.records.compression import CODEC_LABELS
 from kafka_segments_ds.records.encoder import BatchSettings, encode_v2
 from kafka_segments_ds.writer import task as task_module
 from kafka_segments_ds.writer.columns import binary_column, key_partitions, murmur2, record_columns
+from tests.support.crosscheck import (
+    HEADER_KEYS,
+    LEGACY_CODECS,
+    LZ4,
+    MAX_TS,
+    V2_CODECS,
+    random_blob,
+    random_headers,
+    random_key,
+    read_oracle,
+    read_ours,
+)
 
 pytestmark = [pytest.mark.crosscheck, pytest.mark.usefixtures("serial_kernels")]
 

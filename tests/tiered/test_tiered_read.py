@@ -14,7 +14,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
-from test_tiered_support import partitions_of, rsa_key_pair, write_oracle_log_dir
 
 import kafka_segments_ds as ksd
 from kafka_segments_ds.cli import main
@@ -31,7 +30,8 @@ from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.samples import write_sample_log_dir
 from kafka_segments_ds.tiered import discover_layout, storage
 from kafka_segments_ds.tiered.aiven import ManifestError
-from kafka_segments_ds.tiered.upload import (
+from tests.support.tiered import partitions_of, rsa_key_pair, write_oracle_log_dir
+from tests.support.upload import (
     Encryption,
     upload_aiven,
     upload_linkedin_azure,
@@ -180,7 +180,7 @@ def test_incomplete_segments_are_not_read(
 def _two_copies(directory: Path, tmp_path: Path, writer: Any) -> Path:
     """The partition uploaded twice with different segment boundaries (a copy after a leader
     change rolled its segments elsewhere): every offset of one copy is in the other too."""
-    from test_tiered_support import write_oracle_partition
+    from tests.support.tiered import write_oracle_partition
 
     other = write_oracle_partition(tmp_path / "other" / "events-0", segment_bytes=8500)
     assert sorted(p.name for p in other.glob("*.log")) != sorted(

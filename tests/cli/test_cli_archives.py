@@ -16,7 +16,7 @@ import pytest
 
 from kafka_segments_ds.cli import main
 from kafka_segments_ds.records.batches import scan_entries
-from kafka_segments_ds.tiered.upload import upload_pinterest
+from tests.support.upload import upload_pinterest
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:

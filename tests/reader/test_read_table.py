@@ -526,7 +526,7 @@ def test_ranges_beyond_the_end_or_empty(
     for start, end in ((last + 1, None), (10, 10), (0, 0)):
         got = check_range(sample_dir, sample_table, topic, partition, start, end)
         assert got.num_rows == 0
-    # a start past the log end offset, or after the end, is an error (tests/test_ranges.py)
+    # a start past the log end offset, or after the end, is an error (tests/reader/test_ranges.py)
     for start, end in ((last + 1000, None), (last + 5, last + 10), (20, 10)):
         with pytest.raises(InvalidOptionError, match="is after the ending offset"):
             check_range(sample_dir, sample_table, topic, partition, start, end)

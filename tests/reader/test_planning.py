@@ -193,7 +193,7 @@ def test_tasks_only_for_overlapping_segments(sample_dir: Path, topic: str, parti
         (SAMPLE_LAST, None),
         (SAMPLE_LAST + 1, None),
     ]
-    # a start past the log end offset is an error (tests/test_ranges.py), not an empty plan
+    # a start past the log end offset is an error (tests/reader/test_ranges.py), not an empty plan
     with pytest.raises(InvalidOptionError, match="is after the ending offset"):
         plan(directory, **range_options(topic, partition, SAMPLE_LAST + 50, SAMPLE_LAST + 60))
     for start, end in ranges:

@@ -4,7 +4,6 @@ transactions come from its ``.txnindex`` where present, from its ABORT markers w
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,39 +17,7 @@ from kafka_segments_ds.options import parse_read_options, parse_stream_options
 from kafka_segments_ds.planning import OPEN_TRANSACTION_END, collect_aborted
 from kafka_segments_ds.reader import read_tasks
 from kafka_segments_ds.reader.stream import StreamPlanner
-
-
-def write_interleaved(make_partition: Callable[..., Any]) -> tuple[Path, list[int], set[tuple]]:
-    """Five producers with transactions spanning several segments, aborted and committed at
-    random, plus plain batches. Returns the directory, the offsets a read_committed consumer
-    sees, and the aborted spans (producerId, first offset, marker offset)."""
-    rng = random.Random(23)
-    part = make_partition("tx-0", segment_bytes=700, index_interval_bytes=100)
-    visible: list[int] = []
-    aborted: set[tuple[int, int, int]] = set()
-    open_txns: dict[int, list[int]] = {}
-    for _ in range(220):
-        pid = rng.randrange(1, 6)
-        action = rng.random()
-        if action < 0.25:
-            visible += part.batch([1000] * rng.randrange(1, 3))
-        elif action < 0.7 or pid not in open_txns:
-            offsets = part.batch([1000] * rng.randrange(1, 4), producer_id=pid, transactional=True)
-            open_txns.setdefault(pid, []).extend(offsets)
-        else:
-            data = open_txns.pop(pid)
-            commit = rng.random() < 0.5
-            marker = part.marker(pid, commit=commit)
-            if commit:
-                visible += data
-            else:
-                part.writer.record_abort(pid, data[0], marker)
-                aborted.add((pid, data[0], marker))
-    for pid, data in sorted(open_txns.items()):
-        marker = part.marker(pid, commit=False)
-        part.writer.record_abort(pid, data[0], marker)
-        aborted.add((pid, data[0], marker))
-    return part.close(), sorted(visible), aborted
+from tests.support.transactions import write_interleaved
 
 
 @pytest.fixture
