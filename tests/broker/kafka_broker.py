@@ -83,10 +83,6 @@ class Broker:
         """SIGKILL: the next start recovers the log dir."""
         self._script("stop", str(self.home), "--kill")
 
-    def restart(self, *, unclean: bool = False) -> None:
-        self.kill() if unclean else self.stop()
-        self.start()
-
     def run_class(self, java_class: str, *args: str) -> str:
         """Run a class on the cached classpath (Kafka's tools, e.g.
         ``kafka.tools.DumpLogSegments``); returns its standard output."""

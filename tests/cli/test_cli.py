@@ -18,8 +18,6 @@ from kafka_segments_ds.cli import main, write_lines
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.samples import PartitionWriter, write_sample_log_dir
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 SEGMENT0 = "00000000000000000000"
 
 

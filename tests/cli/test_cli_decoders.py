@@ -724,7 +724,7 @@ def test_auto_decoder_on_rows_of_two_topics() -> None:
 
     import pyarrow as pa
 
-    from kafka_segments_ds.cli.dump import _format
+    from kafka_segments_ds.cli.dump import format_batch
 
     arrow_batch = pa.record_batch(
         {
@@ -738,7 +738,7 @@ def test_auto_decoder_on_rows_of_two_topics() -> None:
     args = argparse.Namespace(
         decoder="auto", format="jsonl", key="utf8", value="utf8", mode="FAILFAST"
     )
-    text = _format(arrow_batch, ["key", "value", "offset"], args)
+    text = format_batch(arrow_batch, ["key", "value", "offset"], args)
     rows = [
         json.loads(line)
         for line in (text if isinstance(text, str) else bytes(text).decode()).splitlines()

@@ -14,8 +14,6 @@ from kafka_segments_ds.cli import main
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.samples import PartitionWriter, write_sample_log_dir
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 T0 = 1_700_000_000_000
 
 

@@ -40,8 +40,6 @@ from tests.support.protocol import (
     uv,
 )
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 T0 = 1_700_000_000_000
 
 # apache/kafka metadata/src/main/resources/common/metadata/*.json at 1eb7644 (2024-10-25):

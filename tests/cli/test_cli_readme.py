@@ -13,8 +13,6 @@ import pytest
 from kafka_segments_ds.cli import main
 from kafka_segments_ds.samples import write_sample_log_dir
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 

@@ -22,8 +22,6 @@ from kafka_segments_ds.cli import main
 from kafka_segments_ds.errors import StorageError
 from kafka_segments_ds.records.batches import scan_entries
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 BIG = 1 << 24
 GZIP = 1
 BASE = 0

@@ -11,8 +11,6 @@ import pytest
 from kafka_segments_ds import InvalidOptionError, KafkaSegmentsError, read_table
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, parse_read_options
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 
 def test_defaults() -> None:
     opts = parse_read_options({})

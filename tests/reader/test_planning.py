@@ -26,8 +26,6 @@ from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
 from kafka_segments_ds.scan_task import ScanTask
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 SAMPLE_PARTITIONS = (("legacy.events", 0), ("metrics-v1", 0), ("orders", 0), ("orders", 1))
 # last offset of each sample partition: conftest writes 800 records per partition (test_samples
 # checks the count through the checkpoints)

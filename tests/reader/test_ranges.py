@@ -19,8 +19,6 @@ from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 BEGIN_AFTER_END = "Beginning offset {} is after the ending offset {} for topic {} partition {}."
 
 

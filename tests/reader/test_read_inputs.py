@@ -16,8 +16,6 @@ from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.samples import write_sample_log_dir
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 # write_sample_log_dir(records_per_partition=200): rows per partition directory
 ROWS = {"legacy.events-0": 200, "metrics-v1-0": 200, "orders-0": 198, "orders-1": 198}
 TOTAL = sum(ROWS.values())

@@ -27,8 +27,6 @@ from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
 from kafka_segments_ds.schema import arrow_schema
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 DEFAULT = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 METADATA = (
     "magic",

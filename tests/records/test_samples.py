@@ -24,8 +24,6 @@ from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
 from kafka_segments_ds.samples import PartitionWriter, iter_partition_dirs, write_sample_log_dir
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 PARTITION_DIRS = ("legacy.events-0", "metrics-v1-0", "orders-0", "orders-1")
 RECORDS = 800  # conftest's SAMPLE_RECORDS_PER_PARTITION
 SEGMENT_BYTES = 12000  # conftest's SAMPLE_SEGMENT_BYTES

@@ -14,9 +14,6 @@ import kafka_segments_ds
 RECORDS = 3
 
 
-INDEX_SLOTS = 4096
-
-
 APPENDER = r"""
 import os, struct, sys, time
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch

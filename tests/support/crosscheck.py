@@ -341,17 +341,6 @@ def legacy_value_as_stored(data: bytes, magic: int) -> bytes | None:
     return None if value_len < 0 else data[pos : pos + value_len]
 
 
-def entry_lengths(buf: bytes) -> list[int]:
-    """Lengths of the top-level entries in ``buf`` (12 + size field each)."""
-    out, pos = [], 0
-    while pos < len(buf):
-        (size,) = struct.unpack_from(">i", buf, pos + 8)
-        out.append(12 + size)
-        pos += 12 + size
-    assert pos == len(buf)
-    return out
-
-
 # -- our builder -----------------------------------------------------------------------------
 
 

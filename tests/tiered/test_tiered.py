@@ -18,7 +18,7 @@ from kafka_segments_ds.tiered.aiven import (
     parse_manifest,
     parse_stem,
 )
-from kafka_segments_ds.tiered.layouts import _Candidate, resolve_overlaps
+from kafka_segments_ds.tiered.layouts import Candidate, resolve_overlaps
 from kafka_segments_ds.tiered.rsa_oaep import OaepError, oaep_decrypt, oaep_encrypt
 
 # ChunkIndexSerializationTest.java (Aiven): transformedChunks for the sizes [10, 20, 30]
@@ -252,11 +252,9 @@ def test_segment_names() -> None:
 # -- overlaps ------------------------------------------------------------------------------------
 
 
-def _seg(
-    base: int, last: int | None, size: int = 100, name: str = "", event: int = 0
-) -> _Candidate:
+def _seg(base: int, last: int | None, size: int = 100, name: str = "", event: int = 0) -> Candidate:
     ref = SegmentRef(f"p/{base}{name}.log", base, size, None, None, None, last_offset=last)
-    return _Candidate(ref, event)
+    return Candidate(ref, event)
 
 
 def _spans(refs: tuple[SegmentRef, ...]) -> list[tuple[str, int | None, int | None]]:

@@ -46,7 +46,7 @@ from tests.support.crosscheck import (
     read_ours,
 )
 
-pytestmark = [pytest.mark.crosscheck, pytest.mark.usefixtures("serial_kernels")]
+pytestmark = pytest.mark.crosscheck
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 V2_HEADER_SIZE = 61
