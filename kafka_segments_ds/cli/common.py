@@ -147,7 +147,8 @@ def progress(items: list[Any], quiet: bool, desc: str) -> Iterable[Any]:
         return items
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
+    bar: Iterable[Any] = tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
+    return bar
 
 
 def worst_status(statuses: Iterable[int]) -> int:
@@ -170,7 +171,8 @@ def storage_error(err: OSError, path: str | None) -> StorageError:
 def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
     """A whole file; OS errors become :class:`StorageError`."""
     try:
-        return read_file(filesystem, path).to_pybytes()
+        data: bytes = read_file(filesystem, path).to_pybytes()
+        return data
     except OSError as err:
         raise storage_error(err, display_path(filesystem, path)) from err
 
