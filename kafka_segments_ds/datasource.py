@@ -110,8 +110,8 @@ from kafka_segments_ds.schema import BY_NAME, check_columns, default_columns, sp
 
 if TYPE_CHECKING:
     from kafka_segments_ds.planning import Pruning
-    from kafka_segments_ds.reader.stream import StreamPlanner
     from kafka_segments_ds.scan_task import ScanTask
+    from kafka_segments_ds.streaming.planner import StreamPlanner
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
 
@@ -244,7 +244,7 @@ class KafkaSegmentsDataSource(DataSource):
     latest / JSON; default latest), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
     ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (read limits:
     pyspark 4.2+), ``failOnDataLoss``; ``Trigger.AvailableNow`` reads what is there when the
-    query starts and stops (see :mod:`kafka_segments_ds.reader.stream`).
+    query starts and stops (see :mod:`kafka_segments_ds.streaming`).
 
     ``pushFilters`` (true | false | auto): whether the reader takes the filters Spark pushes
     (comparisons on ``topic``, ``partition``, ``offset``, ``timestamp``) to skip segments and
@@ -482,13 +482,13 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
     @property
     def planner(self) -> StreamPlanner:
         if self._planner is None:
-            from kafka_segments_ds.reader.stream import StreamPlanner
+            from kafka_segments_ds.streaming.planner import StreamPlanner
 
             self._planner = StreamPlanner(self.paths, self.options, self.stream)
         return self._planner
 
     def initialOffset(self) -> dict:  # type: ignore[type-arg]
-        from kafka_segments_ds.reader.stream import offsets_to_json
+        from kafka_segments_ds.streaming.planner import offsets_to_json
 
         return offsets_to_json(self.planner.initial_offsets())
 
@@ -498,7 +498,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         limit: object | None = None,  # type: ignore[type-arg]
     ) -> dict:  # type: ignore[type-arg]
         """pyspark 4.2+ passes the batch's start and a read limit; 4.0 and 4.1 pass neither."""
-        from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
+        from kafka_segments_ds.streaming.planner import offsets_from_json, offsets_to_json
 
         max_offsets = min_offsets = None
         if _HAS_ADMISSION_CONTROL and not isinstance(limit, ReadAllAvailable | None):
@@ -525,7 +525,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
-        from kafka_segments_ds.reader.stream import offsets_to_json
+        from kafka_segments_ds.streaming.planner import offsets_to_json
 
         reported = self.planner.reported
         return None if reported is None else offsets_to_json(reported)
@@ -538,7 +538,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         start: dict,  # type: ignore[type-arg]
         end: dict,  # type: ignore[type-arg]
     ) -> Sequence[InputPartition]:
-        from kafka_segments_ds.reader.stream import offsets_from_json
+        from kafka_segments_ds.streaming.planner import offsets_from_json
 
         packed = self.planner.plan(
             offsets_from_json(start), offsets_from_json(end), default_parallelism()

@@ -17,7 +17,7 @@ from kafka_segments_ds.layout import discover
 from kafka_segments_ds.options import parse_read_options, parse_stream_options
 from kafka_segments_ds.planning import OPEN_TRANSACTION_END, collect_aborted
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader.stream import StreamPlanner
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 
 def write_interleaved(make_partition: Callable[..., Any]) -> tuple[Path, list[int], set[tuple]]:
