@@ -12,7 +12,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +111,7 @@ from kafka_segments_ds.schema import BY_NAME, check_columns, default_columns, sp
 if TYPE_CHECKING:
     from kafka_segments_ds.planning import Pruning
     from kafka_segments_ds.scan_task import ScanTask
-    from kafka_segments_ds.streaming.planner import StreamPlanner
+    from kafka_segments_ds.streaming.planner import Offsets, StreamPlanner
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
 
@@ -145,7 +145,7 @@ def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
     min_ms: int | None = None
     for flt in filters:
         column = getattr(flt, "attribute", None)
-        value = getattr(flt, "value", None)
+        value: Any = getattr(flt, "value", None)
         values = tuple(value) if isinstance(flt, In) else (value,)
         equal = isinstance(flt, EqualTo | EqualNullSafe | In)
         if column == ("timestamp",):
@@ -488,18 +488,14 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         return self._planner
 
     def initialOffset(self) -> dict:  # type: ignore[type-arg]
-        from kafka_segments_ds.streaming.planner import offsets_to_json
-
         return offsets_to_json(self.planner.initial_offsets())
 
-    def latestOffset(  # type: ignore[override]
+    def latestOffset(
         self,
-        start: dict | None = None,
-        limit: object | None = None,  # type: ignore[type-arg]
-    ) -> dict:  # type: ignore[type-arg]
+        start: dict[str, Any] | None = None,
+        limit: object | None = None,
+    ) -> dict[str, Any]:
         """pyspark 4.2+ passes the batch's start and a read limit; 4.0 and 4.1 pass neither."""
-        from kafka_segments_ds.streaming.planner import offsets_from_json, offsets_to_json
-
         max_offsets = min_offsets = None
         if _HAS_ADMISSION_CONTROL and not isinstance(limit, ReadAllAvailable | None):
             # A ReadLimit holds one limit: the one getDefaultReadLimit gave, the other from
@@ -525,8 +521,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
-        from kafka_segments_ds.streaming.planner import offsets_to_json
-
         reported = self.planner.reported
         return None if reported is None else offsets_to_json(reported)
 
@@ -538,8 +532,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         start: dict,  # type: ignore[type-arg]
         end: dict,  # type: ignore[type-arg]
     ) -> Sequence[InputPartition]:
-        from kafka_segments_ds.streaming.planner import offsets_from_json
-
         packed = self.planner.plan(
             offsets_from_json(start), offsets_from_json(end), default_parallelism()
         )
@@ -550,6 +542,39 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
 
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]
         """Nothing to release: the archive is read, never consumed."""
+
+
+def offsets_to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    """The planner's offsets as the streaming Offset Spark keeps in its checkpoint:
+    ``{("t", 0): 5}`` -> ``{"t": {"0": 5}}`` (Spark's Kafka source's JSON), topics and
+    partitions in order (Spark compares offsets as JSON text: the same offsets must always
+    read the same)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Any) -> Offsets:
+    """The inverse of :func:`offsets_to_json`, checked (a checkpoint may be edited by hand)."""
+    if not isinstance(data, Mapping):
+        raise InvalidOptionError(f'stream offsets must look like {{"topic":{{"0":23}}}}: {data!r}')
+    out: Offsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, Mapping):
+            raise InvalidOptionError(f"stream offsets of topic {topic!r} must be an object")
+        for partition, offset in parts.items():
+            if (
+                not str(partition).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < 0
+            ):
+                raise InvalidOptionError(
+                    f"stream offset {topic}-{partition} = {offset!r} is not an offset"
+                )
+            out[(str(topic), int(partition))] = offset
+    return out
 
 
 def default_parallelism() -> int:

@@ -41,6 +41,7 @@ from kafka_segments_ds.records.v2 import (
 )
 from kafka_segments_ds.scan_task import ScanTask
 from kafka_segments_ds.selection import (
+    TopicPartition,
     check_all_named,
     check_selection,
     discover_paths,
@@ -71,6 +72,30 @@ class Pruning:
     offset_high: int | None = None  # exclusive
     min_timestamp: int | None = None  # ms: skip batches whose max timestamp is below
 
+    def select(self, partitions: Sequence[PartitionLog]) -> list[PartitionLog]:
+        """The ``partitions`` whose topic and partition the bounds let through."""
+        return [p for p in partitions if self._selects(p.topic, p.partition)]
+
+    def _selects(self, topic: str | None, partition: int | None) -> bool:
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        if self.partition_low is None and self.partition_high is None:
+            return True
+        low, high = self.partition_low or 0, self.partition_high
+        return partition is not None and partition >= low and (high is None or partition < high)
+
+    def narrow(self, start: int | None, end: int | None) -> tuple[int | None, int | None] | None:
+        """Offsets [start, end) (None: unbounded) within the offset bounds; None if empty."""
+        if self.offset_low is not None:
+            start = max(start or 0, self.offset_low)
+        if self.offset_high is not None:
+            end = self.offset_high if end is None else min(end, self.offset_high)
+        if start is not None and end is not None and end <= start:
+            return None
+        return start, end
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
@@ -95,116 +120,186 @@ def plan_scan(
     ``minPartitions``) for parallel readers; a sequential reader does not need it.
     ``read_records`` decodes records where a timestamp option has to be resolved to an offset.
     """
-    pruning = pruning or Pruning()
-    paths = (
-        [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
-    )
+    paths = [os.fspath(p) for p in ([path] if isinstance(path, (str, os.PathLike)) else path)]
     filesystem, found = discover_paths(paths, options, filesystem)
-    partitions = select_partitions(found, options)
-    check_selection(found, partitions, options)
-    starts = _offset_map(options.starting_offsets, partitions, "startingOffsets")
-    ends = _offset_map(options.ending_offsets, partitions, "endingOffsets")
-    starts_ts = _offset_map(
-        options.starting_offsets_by_timestamp, partitions, "startingOffsetsByTimestamp"
-    )
-    ends_ts = _offset_map(
-        options.ending_offsets_by_timestamp, partitions, "endingOffsetsByTimestamp"
-    )
-    if pruning.topics is not None:
-        partitions = [p for p in partitions if p.topic in pruning.topics]
-    if pruning.partitions is not None:
-        partitions = [p for p in partitions if p.partition in pruning.partitions]
-    if pruning.partition_low is not None or pruning.partition_high is not None:
-        low, high = pruning.partition_low or 0, pruning.partition_high
-        partitions = [
-            p
-            for p in partitions
-            if p.partition is not None
-            and p.partition >= low
-            and (high is None or p.partition < high)
-        ]
-    tasks: list[ScanTask] = []
-    for part in partitions:
-        if not part.segments:
-            continue
-        key = (part.topic, part.partition)
-        start = starts.get(key, EARLIEST)
-        end = ends.get(key, LATEST)
-        start_ts = (
-            options.starting_timestamp
-            if options.starting_timestamp is not None
-            else (starts_ts.get(key))
+    selected = select_partitions(found, options)
+    check_selection(found, selected, options)
+    scan = _Scan(filesystem, options, pruning or Pruning(), read_records, selected)
+    partitions = scan.pruning.select(selected)
+    tasks = [task for part in partitions for task in scan.tasks(part)]
+    if split and tasks:
+        tasks = split_tasks(filesystem, tasks, options)
+    return Plan(tuple(tasks), tuple(partitions))
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Where the options put one end of each partition's read: an offset per partition
+    (startingOffsets / endingOffsets JSON), or a timestamp (startingTimestamp, or per partition
+    startingOffsetsByTimestamp; the ending ones likewise), which comes first; EARLIEST and
+    LATEST are Spark's -2 and -1. ``default``: the offset of a partition not named."""
+
+    offsets: dict[TopicPartition, int]
+    timestamps: dict[TopicPartition, int]
+    timestamp: int | None
+    default: int
+
+    @classmethod
+    def of(
+        cls,
+        partitions: Sequence[PartitionLog],
+        offsets: tuple[tuple[str, int, int], ...] | None,
+        timestamps: tuple[tuple[str, int, int], ...] | None,
+        timestamp: int | None,
+        default: int,
+        *,
+        end: bool = False,
+        stream: bool = False,
+    ) -> Bounds:
+        """The bounds of the options' offsets JSON (``offsets``, ``timestamps``: (topic,
+        partition, value) triples), each checked to name every selected partition as Spark's
+        Kafka source asks (:func:`~kafka_segments_ds.selection.check_all_named`)."""
+        side = "ending" if end else "starting"
+        return cls(
+            _named(f"{side}Offsets", offsets, partitions, stream),
+            _named(f"{side}OffsetsByTimestamp", timestamps, partitions, stream),
+            timestamp,
+            default,
         )
-        end_ts = (
-            options.ending_timestamp if options.ending_timestamp is not None else (ends_ts.get(key))
+
+    def offset(self, part: PartitionLog) -> int:
+        return self.offsets.get((part.topic, part.partition), self.default)
+
+    def time(self, part: PartitionLog) -> int | None:
+        """The timestamp ``part``'s bound is at (ms), None where an offset gives it."""
+        if self.timestamp is not None:
+            return self.timestamp
+        return self.timestamps.get((part.topic, part.partition))
+
+
+def _named(
+    option: str,
+    triples: tuple[tuple[str, int, int], ...] | None,
+    partitions: Sequence[PartitionLog],
+    stream: bool,
+) -> dict[TopicPartition, int]:
+    if triples is None:
+        return {}
+    check_all_named(option, ((t, p) for t, p, _ in triples), partitions, stream=stream)
+    return {(t, p): n for t, p, n in triples}
+
+
+def resolve_start(
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    starts: Bounds,
+    options: ReadOptions,
+    read_records: RecordReader | None,
+) -> int:
+    """Where a read of ``part`` starts: an offset, EARLIEST or LATEST (the caller knows what
+    latest is). A timestamp gives the first offset whose record is at or after it (Kafka's
+    offsetsForTimes); where none is, LATEST, or with startingOffsetsByTimestampStrategy=error
+    an :class:`InvalidOptionError`."""
+    at = starts.time(part)
+    if at is None:
+        return starts.offset(part)
+    if at == EARLIEST:  # a batch read's startingOffsets given with it still count
+        return starts.offsets.get((part.topic, part.partition), EARLIEST)
+    if at == LATEST:
+        return LATEST
+    found = offset_for_timestamp(filesystem, part, at, options, read_records)
+    if found is not None:
+        return found
+    if options.starting_by_timestamp_strategy == "error":
+        raise InvalidOptionError(
+            f"no offset of {_name(part)} has a timestamp >= {at} "
+            "(startingOffsetsByTimestampStrategy=error)"
         )
-        assert filesystem is not None
-        if start_ts is not None and start_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, start_ts, options, read_records)
-            if found is None:
-                if options.starting_by_timestamp_strategy == "error":
-                    raise InvalidOptionError(
-                        f"no offset of {_name(part)} has a timestamp >= {start_ts} "
-                        "(startingOffsetsByTimestampStrategy=error)"
-                    )
-                continue  # "latest": nothing to read
-            start = found
-        elif start_ts == LATEST:
-            continue
-        if end_ts is not None and end_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, end_ts, options, read_records)
-            end = found if found is not None else LATEST
-        elif end_ts == EARLIEST:
-            continue
+    return LATEST
+
+
+class _Scan:
+    """One batch read's planning, bound once: the filesystem, the options, the pushed-down
+    pruning and where each partition's read starts and ends (the offsets JSON checked against
+    the ``selected`` partitions)."""
+
+    def __init__(
+        self,
+        filesystem: pafs.FileSystem,
+        options: ReadOptions,
+        pruning: Pruning,
+        read_records: RecordReader | None,
+        selected: Sequence[PartitionLog],
+    ) -> None:
+        self.filesystem, self.options, self.pruning = filesystem, options, pruning
+        self.read_records = read_records
+        self.starts = Bounds.of(
+            selected,
+            options.starting_offsets,
+            options.starting_offsets_by_timestamp,
+            options.starting_timestamp,
+            EARLIEST,
+        )
+        self.ends = Bounds.of(
+            selected,
+            options.ending_offsets,
+            options.ending_offsets_by_timestamp,
+            options.ending_timestamp,
+            LATEST,
+            end=True,
+        )
+
+    def tasks(self, part: PartitionLog) -> list[ScanTask]:
+        """The scan tasks of ``part``'s offsets [start, end) (unsplit)."""
+        span = self.offsets(part) if part.segments else None
+        if span is None:
+            return []
+        start, end = span
+        aborted: tuple[tuple[int, int, int], ...] = ()
+        if self.options.read_committed:
+            aborted = collect_aborted(self.filesystem, part, self.options, start, end)
+        min_timestamp = self.pruning.min_timestamp
+        return segment_tasks(self.filesystem, part, start, end, aborted, min_timestamp)
+
+    def offsets(self, part: PartitionLog) -> tuple[int | None, int | None] | None:
+        """``part``'s [start, end) (None: from its first offset / to its last), or None when
+        there is nothing to read."""
+        start = resolve_start(self.filesystem, part, self.starts, self.options, self.read_records)
+        if start == LATEST:
+            return None  # no record is that new
+        end = self._end(part)
+        if end is None:
+            return None
         first_base = part.segments[0].base_offset
         if start != EARLIEST and start < first_base:
-            if options.fail_on_data_loss:
+            if self.options.fail_on_data_loss:
                 raise DataLossError(
                     f"{_name(part)}: starting offset {start} is no longer in the archive, whose "
                     f"first segment starts at offset {first_base} (set failOnDataLoss=false to "
                     "start at the earliest available offset)"
                 )
             start = EARLIEST
-        check_offset_range(filesystem, part, start, end)
-        start_offset = None if start == EARLIEST else start
-        end_offset = None if end == LATEST else end
-        if pruning.offset_low is not None:
-            start_offset = max(start_offset or 0, pruning.offset_low)
-        if pruning.offset_high is not None:
-            end_offset = (
-                pruning.offset_high if end_offset is None else min(end_offset, pruning.offset_high)
-            )
-        if start_offset is not None and end_offset is not None and end_offset <= start_offset:
-            continue
-        aborted: tuple[tuple[int, int, int], ...] = ()
-        if options.read_committed:
-            aborted = collect_aborted(filesystem, part, options, start_offset, end_offset)
-        tasks.extend(
-            segment_tasks(
-                filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
-            )
+        check_offset_range(self.filesystem, part, start, end)
+        return self.pruning.narrow(
+            None if start == EARLIEST else start, None if end == LATEST else end
         )
-    if split and tasks:
-        assert filesystem is not None
-        tasks = split_tasks(filesystem, tasks, options)
-    return Plan(tuple(tasks), tuple(partitions))
+
+    def _end(self, part: PartitionLog) -> int | None:
+        """Where ``part``'s read ends: an offset or LATEST; None where it ends before the
+        first offset (endingOffsetsByTimestamp -2)."""
+        at = self.ends.time(part)
+        if at is None or at == LATEST:
+            return self.ends.offset(part)
+        if at == EARLIEST:
+            return None
+        found = offset_for_timestamp(self.filesystem, part, at, self.options, self.read_records)
+        return found if found is not None else LATEST
 
 
 def _name(part: PartitionLog) -> str:
     if part.topic is None:
         return part.directory
     return f"{part.topic}-{part.partition}"
-
-
-def _offset_map(
-    triples: tuple[tuple[str, int, int], ...] | None,
-    partitions: list[PartitionLog],
-    option: str,
-) -> dict[tuple[str | None, int | None], int]:
-    if triples is None:
-        return {}
-    check_all_named(option, ((t, p) for t, p, _ in triples), partitions)
-    return {(t, p): n for t, p, n in triples}
 
 
 def _load_offset_index(filesystem: pafs.FileSystem, seg: SegmentRef) -> kidx.OffsetIndex | None:
