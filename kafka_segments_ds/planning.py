@@ -3,7 +3,8 @@
 Planning touches directory listings and index files; it reads ``.log`` bytes only to check the
 entries at index positions, to resolve timestamps to offsets (Kafka's offsets-for-times
 lookup) and, for read_committed, to find the transaction markers (decoded only in segments
-without a ``.txnindex``).
+without a ``.txnindex``: :mod:`kafka_segments_ds.transactions`). Discovery, selection and the
+offsets JSON rules are :mod:`kafka_segments_ds.selection`'s.
 
 Planning sits below the reader: resolving a timestamp decodes records, which it does through
 the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.reader.read_task`).
@@ -21,37 +22,23 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import (
-    CorruptIndexError,
-    CorruptSegmentError,
-    DataLossError,
-    InvalidOptionError,
-)
+from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
-from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryHead, probe_entry, walk_entries
-from kafka_segments_ds.records.compression import decompress
-from kafka_segments_ds.records.v2 import (
-    CONTROL_ABORT,
-    ControlMarker,
-    decode_batch_header,
-    iter_records,
-)
-from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
-    TopicPartition,
-    check_all_named,
+    Bounds,
     check_selection,
     discover_paths,
     select_partitions,
 )
+from kafka_segments_ds.transactions import collect_aborted
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-OPEN_TRANSACTION_END = 2**63 - 1
 
 RecordReader = Callable[
     [ScanTask, ReadOptions, tuple[str, ...], "pafs.FileSystem | None"], "Iterator[pa.RecordBatch]"
@@ -130,63 +117,6 @@ def plan_scan(
     if split and tasks:
         tasks = split_tasks(filesystem, tasks, options)
     return Plan(tuple(tasks), tuple(partitions))
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """Where the options put one end of each partition's read: an offset per partition
-    (startingOffsets / endingOffsets JSON), or a timestamp (startingTimestamp, or per partition
-    startingOffsetsByTimestamp; the ending ones likewise), which comes first; EARLIEST and
-    LATEST are Spark's -2 and -1. ``default``: the offset of a partition not named."""
-
-    offsets: dict[TopicPartition, int]
-    timestamps: dict[TopicPartition, int]
-    timestamp: int | None
-    default: int
-
-    @classmethod
-    def of(
-        cls,
-        partitions: Sequence[PartitionLog],
-        offsets: tuple[tuple[str, int, int], ...] | None,
-        timestamps: tuple[tuple[str, int, int], ...] | None,
-        timestamp: int | None,
-        default: int,
-        *,
-        end: bool = False,
-        stream: bool = False,
-    ) -> Bounds:
-        """The bounds of the options' offsets JSON (``offsets``, ``timestamps``: (topic,
-        partition, value) triples), each checked to name every selected partition as Spark's
-        Kafka source asks (:func:`~kafka_segments_ds.selection.check_all_named`)."""
-        side = "ending" if end else "starting"
-        return cls(
-            _named(f"{side}Offsets", offsets, partitions, stream),
-            _named(f"{side}OffsetsByTimestamp", timestamps, partitions, stream),
-            timestamp,
-            default,
-        )
-
-    def offset(self, part: PartitionLog) -> int:
-        return self.offsets.get((part.topic, part.partition), self.default)
-
-    def time(self, part: PartitionLog) -> int | None:
-        """The timestamp ``part``'s bound is at (ms), None where an offset gives it."""
-        if self.timestamp is not None:
-            return self.timestamp
-        return self.timestamps.get((part.topic, part.partition))
-
-
-def _named(
-    option: str,
-    triples: tuple[tuple[str, int, int], ...] | None,
-    partitions: Sequence[PartitionLog],
-    stream: bool,
-) -> dict[TopicPartition, int]:
-    if triples is None:
-        return {}
-    check_all_named(option, ((t, p) for t, p, _ in triples), partitions, stream=stream)
-    return {(t, p): n for t, p, n in triples}
 
 
 def resolve_start(
@@ -316,21 +246,6 @@ def _load_time_index(
         return None
     data = kfs.read_file(filesystem, seg.timeindex_path)
     return kidx.parse_time_index(memoryview(data), seg.base_offset, next_base)
-
-
-def segment_bounds(segs: Sequence[SegmentRef], i: int) -> tuple[int | None, int | None, int | None]:
-    """``(read_from, read_until, next_base)`` of segment ``i``: the offsets it is read for
-    (None: unbounded) and the offset its entries must stay below (the next segment's first).
-    Only tiered segments that overlap others have read bounds (``tiered.resolve_overlaps``);
-    a segment cut at ``read_until`` holds later offsets legitimately, so it has no next base."""
-    seg = segs[i]
-    if seg.read_until is not None:
-        return seg.read_from, seg.read_until, None
-    if i + 1 == len(segs):
-        return seg.read_from, None, None
-    following = segs[i + 1]
-    next_first = following.base_offset if following.read_from is None else following.read_from
-    return seg.read_from, None, next_first
 
 
 def _narrow(
@@ -641,29 +556,6 @@ def _hop_starts(filesystem: pafs.FileSystem, seg: SegmentRef, start: int, end: i
     return starts[(starts > start) & (starts < end)]
 
 
-def _iter_v2_headers(
-    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
-) -> Iterator[tuple[int, np.ndarray, Callable[[], bytes]]]:
-    """Hop the entries of a segment without decoding records.
-
-    Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
-    fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
-    batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
-    """
-    with _reads(filesystem, segment) as read:  # reopened if read_entry outlives the walk
-        for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
-            v2 = walked.positions[walked.magics == 2]
-            headers = K.parse_v2_headers(walked.window, v2)
-            for i in range(v2.shape[0]):
-                absolute = walked.base + int(v2[i])
-                length = int(headers[i, K.H_LENGTH]) + 12
-
-                def read_entry(absolute: int = absolute, length: int = length) -> bytes:
-                    return bytes(read(absolute, length))
-
-                yield absolute, headers[i], read_entry
-
-
 def _position_before_time(
     filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, target: int
 ) -> int:
@@ -734,96 +626,3 @@ def offset_for_timestamp(
             if hits.shape[0]:
                 return int(arrow_batch.column(0)[int(hits[0])].as_py())
     return None
-
-
-def collect_aborted(
-    filesystem: pafs.FileSystem,
-    part: PartitionLog,
-    options: ReadOptions,
-    start_offset: int | None = None,
-    end_offset: int | None = None,
-) -> tuple[tuple[int, int, int], ...]:
-    """(producerId, firstOffset, lastOffset) of the aborted or never-finished transactions
-    that may hold records of offsets [start_offset, end_offset) (None: the whole log).
-
-    A segment's ``.txnindex`` lists the transactions its ABORT markers end (a broker writes one
-    for every segment holding such a marker); for a segment without one (an archive that lost
-    it, a partial copy) the segment's own ABORT markers are decoded instead. One walk of the
-    batch headers pairs each marker with its producer's first transactional offset, wherever
-    that lies (a transaction's data can sit in segments before its marker's). Transactions with
-    no marker by the end of the log are excluded too: a read_committed consumer never reads
-    past the last stable offset.
-
-    As a broker's fetch collects aborted transactions, the walk starts at the segment holding
-    ``start_offset`` (a marker before it aborts nothing after it; a transaction begun earlier
-    is masked from its first batch in the walk, which is all of it a read sees) and stops past
-    ``end_offset`` once every transaction with data before it has its marker.
-    """
-    segs = part.segments
-    begin = 0
-    while start_offset is not None and begin + 1 < len(segs):
-        _, read_until, next_base = segment_bounds(segs, begin)
-        limit = next_base if read_until is None else read_until
-        if limit is None or limit > start_offset:
-            break
-        begin += 1
-    spans: list[tuple[int, int, int]] = []
-    open_first: dict[int, int] = {}  # producer -> first offset of its unfinished transaction
-    for seg in segs[begin:]:
-        if seg.txnindex_path is not None:
-            spans.extend(_txn_index_spans(filesystem, seg))
-        for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
-            base = int(header[K.H_BASE_OFFSET])
-            if (
-                end_offset is not None
-                and base >= end_offset
-                and all(first >= end_offset for first in open_first.values())
-            ):
-                return tuple(sorted(set(spans)))  # nothing later aborts a record of the range
-            pid = int(header[K.H_PRODUCER_ID])
-            attrs = int(header[K.H_ATTRIBUTES])
-            if not attrs & 0x10:
-                continue
-            if (seg.read_from is not None and base < seg.read_from) or (
-                seg.read_until is not None and base >= seg.read_until
-            ):
-                continue  # another (overlapping) segment's offsets
-            if not attrs & 0x20:
-                open_first.setdefault(pid, base)
-                continue
-            if pid not in open_first:
-                continue
-            first = open_first.pop(pid)
-            if seg.txnindex_path is not None:
-                continue  # the segment's .txnindex lists what its markers abort
-            marker = control_marker(read_marker(), seg, position)
-            if marker is not None and marker.type == CONTROL_ABORT:
-                spans.append((pid, first, base))
-    spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in open_first.items())
-    return tuple(sorted(set(spans)))
-
-
-def _txn_index_spans(filesystem: pafs.FileSystem, seg: SegmentRef) -> list[tuple[int, int, int]]:
-    """(producerId, firstOffset, lastOffset) of the entries of ``seg``'s ``.txnindex``."""
-    assert seg.txnindex_path is not None
-    try:
-        entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem, seg.txnindex_path)))
-    except CorruptIndexError as err:
-        raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
-    return [(e.producer_id, e.first_offset, e.last_offset) for e in entries]
-
-
-def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
-    """The COMMIT/ABORT marker of a whole control batch at ``position`` of ``seg`` (None for
-    an empty batch); damage raises :class:`CorruptSegmentError` naming the segment."""
-    try:
-        header = decode_batch_header(entry)
-        if header.record_count == 0:
-            return None
-        region: bytes | memoryview = memoryview(entry)[61:]
-        if header.compression:
-            region = decompress(header.compression, region, magic=2)
-        record = next(iter_records(header, region))
-        return ControlMarker.parse(record.key, record.value)
-    except CorruptSegmentError as err:
-        raise err.located(path=seg.path, position_shift=position) from err

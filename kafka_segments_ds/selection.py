@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
@@ -248,6 +249,63 @@ def check_all_named(
         f"{{{_names(_partition_name(assigned[tp]) for tp in sorted(assigned, key=_order))}}} "
         f"({'; '.join(details)})"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Where the options put one end of each partition's read: an offset per partition
+    (startingOffsets / endingOffsets JSON), or a timestamp (startingTimestamp, or per partition
+    startingOffsetsByTimestamp; the ending ones likewise), which comes first; EARLIEST and
+    LATEST are Spark's -2 and -1. ``default``: the offset of a partition not named."""
+
+    offsets: dict[TopicPartition, int]
+    timestamps: dict[TopicPartition, int]
+    timestamp: int | None
+    default: int
+
+    @classmethod
+    def of(
+        cls,
+        partitions: Sequence[PartitionLog],
+        offsets: tuple[tuple[str, int, int], ...] | None,
+        timestamps: tuple[tuple[str, int, int], ...] | None,
+        timestamp: int | None,
+        default: int,
+        *,
+        end: bool = False,
+        stream: bool = False,
+    ) -> Bounds:
+        """The bounds of the options' offsets JSON (``offsets``, ``timestamps``: (topic,
+        partition, value) triples), each checked to name every selected partition as Spark's
+        Kafka source asks (:func:`~kafka_segments_ds.selection.check_all_named`)."""
+        side = "ending" if end else "starting"
+        return cls(
+            _named(f"{side}Offsets", offsets, partitions, stream),
+            _named(f"{side}OffsetsByTimestamp", timestamps, partitions, stream),
+            timestamp,
+            default,
+        )
+
+    def offset(self, part: PartitionLog) -> int:
+        return self.offsets.get((part.topic, part.partition), self.default)
+
+    def time(self, part: PartitionLog) -> int | None:
+        """The timestamp ``part``'s bound is at (ms), None where an offset gives it."""
+        if self.timestamp is not None:
+            return self.timestamp
+        return self.timestamps.get((part.topic, part.partition))
+
+
+def _named(
+    option: str,
+    triples: tuple[tuple[str, int, int], ...] | None,
+    partitions: Sequence[PartitionLog],
+    stream: bool,
+) -> dict[TopicPartition, int]:
+    if triples is None:
+        return {}
+    check_all_named(option, ((t, p) for t, p, _ in triples), partitions, stream=stream)
+    return {(t, p): n for t, p, n in triples}
 
 
 def _order(tp: TopicPartition) -> tuple[str, int]:

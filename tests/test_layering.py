@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records"),
     ("index", "tail", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
     ("options", "schema", "scan_task", "ranges", "selection"),
-    ("planning",),
+    ("planning", "transactions"),
     ("reader", "writer"),
     ("streaming",),
     ("datasource", "cli", "samples", "__init__", "__main__"),

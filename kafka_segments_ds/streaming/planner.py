@@ -28,14 +28,7 @@ from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import CommitInProgressError, DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef, merge_partitions
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
-from kafka_segments_ds.planning import (
-    OPEN_TRANSACTION_END,
-    Bounds,
-    collect_aborted,
-    plan_partitions,
-    resolve_start,
-    segment_tasks,
-)
+from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
 from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.reader.task import read_task
@@ -46,9 +39,10 @@ from kafka_segments_ds.records.batches import (
     decode_entry_head,
 )
 from kafka_segments_ds.scan_task import ScanTask
-from kafka_segments_ds.selection import Discovery, select_partitions
+from kafka_segments_ds.selection import Bounds, Discovery, select_partitions
 from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
 from kafka_segments_ds.tiered import combine_filesystems
+from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 log = logging.getLogger(__name__)
 
