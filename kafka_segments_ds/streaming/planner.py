@@ -17,7 +17,6 @@ into input partitions the same way, so it decodes as fast as a batch read.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -25,8 +24,8 @@ from dataclasses import replace
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds.errors import CommitInProgressError, DataLossError, InvalidOptionError
-from kafka_segments_ds.layout import PartitionLog, SegmentRef, merge_partitions
+from kafka_segments_ds.errors import CommitInProgressError, DataLossError
+from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
 from kafka_segments_ds.reader.damage import DamagePolicy
@@ -39,19 +38,17 @@ from kafka_segments_ds.records.batches import (
     decode_entry_head,
 )
 from kafka_segments_ds.scan_task import ScanTask
-from kafka_segments_ds.selection import Bounds, Discovery, select_partitions
+from kafka_segments_ds.selection import Bounds
+from kafka_segments_ds.streaming.listing import ArchiveListing, TopicPartition
 from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
-from kafka_segments_ds.tiered import combine_filesystems
 from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
 TAIL_WINDOW_BYTES = WINDOW_BYTES  # reads of the tail walk
 VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
-RACY_MTIME_NS = 1_000_000_000  # a directory changed this recently is listed again
 TAIL_HEAD_BYTES = 17  # offset, size, epoch/crc, magic: enough to tell an entry from damage
 
 
@@ -160,13 +157,6 @@ class _StreamDamage:
             source.close()
 
 
-def _mtime_ns(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        return -1
-
-
 def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:
     """At most about ``limit`` offsets past ``begin`` in all, shared by the partitions in
     proportion to what each has to read (as Spark's Kafka source's maxOffsetsPerTrigger)."""
@@ -198,18 +188,10 @@ class StreamPlanner:
         self.options = options
         self.stream = stream
         self.clock = clock or time.monotonic  # seconds, for maxTriggerDelay only
-        self._discovery: Discovery | None = None
-        self._filesystem: pafs.FileSystem | None = None  # for a tiered bucket, its view
-        # a tiered-storage bucket (KIP-405) is listed with discover_layout every trigger and
-        # read through the view it gives; None until the first listing tells
-        self._tiered: bool | None = None if options.layout == "auto" else options.layout != "broker"
-        # a root's listing by _is_tiered, used by the _list_tiered right after it
-        self._discovered: dict[str, tuple[pafs.FileSystem, list[PartitionLog]]] = {}
+        self.listing = ArchiveListing(self.paths, options)
         # the tail of each partition's last segment: (its .log path, tail)
         self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
         self._stable: dict[TopicPartition, tuple[tuple[str, int], int]] = {}
-        self._partitions: dict[TopicPartition, PartitionLog] | None = None
-        self._watched: dict[str, int] | None = None  # directory -> mtime at the last listing
         self._target: Offsets | None = None  # Trigger.AvailableNow: nothing after these
         # clock() at the last trigger that was not delayed; None: none yet, so the first
         # trigger of this planner (a new query, or a restart from a checkpoint) is due
@@ -219,122 +201,13 @@ class StreamPlanner:
     # -- listing -----------------------------------------------------------------------------
 
     @property
-    def discovery(self) -> Discovery:
-        """The paths resolved (at the first listing), and what is kept between listings."""
-        if self._discovery is None:
-            self._discovery = Discovery(self.paths, self.options, keep=True)
-        return self._discovery
-
-    @property
     def filesystem(self) -> pafs.FileSystem:
-        """What segments are read with: the storage of the paths, or for a tiered bucket the
-        view serving its segments as plain ones (as of the last listing)."""
-        if self._filesystem is not None:
-            return self._filesystem
-        return self.discovery.filesystem
+        """What segments are read with (see :attr:`ArchiveListing.filesystem`)."""
+        return self.listing.filesystem
 
     def list_partitions(self) -> dict[TopicPartition, PartitionLog]:
-        """The selected partitions as they are now (raises CommitInProgressError while a
-        kafkasegments write commits into a log dir read).
-
-        On local disk, when no directory read has changed since the last listing (the same
-        mtimes: no file added, removed or renamed), only the last segment of each partition is
-        looked at again (a stat): an active segment grows in place."""
-        discovery = self.discovery
-        discovery.check_readable()
-        if self._tiered:
-            return self._list_tiered()
-        if self._partitions is not None and self._watched is not None:
-            refreshed = self._refresh_last_segments(self._partitions, self._watched)
-            if refreshed is not None:
-                self._partitions = refreshed
-                return refreshed
-        # stat before listing: a change during the listing shows at the next trigger
-        watched = self._directory_times()
-        found: list[PartitionLog] = []
-        for root in discovery.roots:
-            _, listed = discovery.list_root(root, "broker", check=False)
-            if not listed and self._tiered is None and self._is_tiered(root):
-                self._tiered = True
-                return self._list_tiered()
-            found.extend(listed)
-        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
-        if partitions:
-            self._tiered = False  # a broker log dir: never looked at as a bucket again
-        for part in partitions.values():
-            if watched is not None and part.directory not in watched:
-                watched[part.directory] = -1  # not stat'ed before the listing: list again
-        self._partitions, self._watched = partitions, watched
-        return partitions
-
-    def _is_tiered(self, root: str) -> bool:
-        """Does ``root``, where no broker segment is, hold a tiered-storage bucket? (What it
-        lists is kept for the listing that follows, so a first trigger lists it once.)"""
-        discovered = self.discovery.list_root(root, "auto", check=False, tiered_only=True)
-        if not discovered[1]:
-            return False
-        self._discovered[root] = discovered
-        return True
-
-    def _list_tiered(self) -> dict[TopicPartition, PartitionLog]:
-        """A tiered bucket, listed whole (object stores have no directory times): only
-        segments whose upload finished (Aiven: the manifest is written last) are there, each
-        offset in one segment (``tiered.resolve_overlaps``); read through the view."""
-        discovery = self.discovery
-        found: list[PartitionLog] = []
-        views = []
-        for root in discovery.roots:
-            if kfs.has_glob(root):
-                raise InvalidOptionError(f"a tiered-storage bucket takes no glob pattern: {root}")
-            discovered = self._discovered.pop(root, None)
-            if discovered is None:
-                discovered = discovery.list_root(
-                    root, self.options.layout, check=False, tiered_only=True
-                )
-            view, listed = discovered
-            views.append(view)
-            found.extend(listed)
-        self._filesystem = combine_filesystems(discovery.filesystem, views)
-        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
-        self._partitions, self._watched = partitions, None
-        return partitions
-
-    def _directory_times(self) -> dict[str, int] | None:
-        """mtime (ns) of the roots and of the partition directories listed before, when every
-        root is a local directory named without a glob; else None (list every trigger)."""
-        if not isinstance(self.filesystem, pafs.LocalFileSystem):
-            return None
-        roots = list(self.discovery.roots)
-        if any(kfs.has_glob(root) or not os.path.isdir(root) for root in roots):
-            return None
-        directories = [*roots, *(p.directory for p in (self._partitions or {}).values())]
-        # A file timestamp has the kernel's coarse clock: a directory changed within the last
-        # tick may change again with the same mtime. Recent ones are listed again ("racy git").
-        racy = time.time_ns() - RACY_MTIME_NS
-        times = {directory: _mtime_ns(directory) for directory in directories}
-        return {d: -1 if t > racy else t for d, t in times.items()}
-
-    def _refresh_last_segments(
-        self, partitions: dict[TopicPartition, PartitionLog], watched: dict[str, int]
-    ) -> dict[TopicPartition, PartitionLog] | None:
-        """``partitions`` with the sizes of their last segments as they are now; None when a
-        directory changed (then a listing is needed)."""
-        try:
-            for directory, mtime in watched.items():
-                if os.stat(directory).st_mtime_ns != mtime:
-                    return None
-            out = {}
-            for key, part in partitions.items():
-                last = part.segments[-1]
-                size = os.stat(last.path).st_size
-                index_size = os.stat(last.index_path).st_size if last.index_path else 0
-                if size != last.size or index_size != last.index_size:
-                    last = replace(last, size=size, index_size=index_size)
-                    part = replace(part, segments=(*part.segments[:-1], last))
-                out[key] = part
-            return out
-        except FileNotFoundError:
-            return None
+        """The selected partitions as they are now (see :meth:`ArchiveListing.list_partitions`)."""
+        return self.listing.list_partitions()
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -444,7 +317,7 @@ class StreamPlanner:
     def plan(self, start: Offsets, end: Offsets, min_partitions: int) -> list[tuple[ScanTask, ...]]:
         """Scan tasks of the micro-batch [start, end), packed into input partitions (at least
         ``min_partitions`` when there is enough to read)."""
-        partitions = self._partitions if self._partitions is not None else self.list_partitions()
+        partitions = self.listing.last if self.listing.last is not None else self.list_partitions()
         for key in sorted(set(start) - set(end)):
             self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, start[key])
         tasks: list[ScanTask] = []
@@ -499,8 +372,7 @@ class StreamPlanner:
     def _relisted_tasks(self, key: TopicPartition, begin: int, stop: int) -> list[ScanTask]:
         """The tasks of ``key``'s [begin, stop) when a segment was removed (retention) since
         the trigger listed it: listed again, and planned from what is there now."""
-        self._watched = None  # a full listing
-        part = self.list_partitions().get(key)
+        part = self.listing.list_partitions(full=True).get(key)
         if part is None:
             self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, begin)
             return []
@@ -551,15 +423,3 @@ class StreamPlanner:
                 "on from the earliest offset available"
             )
         log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
-
-
-def _by_topic_partition(partitions: list[PartitionLog]) -> dict[TopicPartition, PartitionLog]:
-    out: dict[TopicPartition, PartitionLog] = {}
-    for part in partitions:
-        if part.topic is None or part.partition is None:
-            raise InvalidOptionError(
-                f"{part.directory} is not named <topic>-<partition>: a streaming read keeps "
-                "offsets per topic and partition"
-            )
-        out[(part.topic, part.partition)] = part
-    return out
