@@ -133,7 +133,7 @@ def resolve_start(
     at = starts.time(part)
     if at is None:
         return starts.offset(part)
-    if at == EARLIEST:  # a batch read's startingOffsets given with it still count
+    if at == EARLIEST:  # a batch read's startingOffsets, given too, still count (as before)
         return starts.offsets.get((part.topic, part.partition), EARLIEST)
     if at == LATEST:
         return LATEST
