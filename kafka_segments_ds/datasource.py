@@ -32,7 +32,7 @@ FIXED_PUSHDOWN_SPARK = (5, 0)
 _INSTALL = "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)"
 
 
-def _spark_version(version: str) -> tuple[int, int]:
+def spark_version(version: str) -> tuple[int, int]:
     """``(major, minor)`` of a pyspark version string (``4.0.5``, ``4.1.0.dev1``, ``4.4.0rc1``)."""
     parts = version.split(".")
     try:
@@ -44,7 +44,7 @@ def _spark_version(version: str) -> tuple[int, int]:
 def check_spark_version(version: str) -> str | None:
     """Refuse a pyspark older than 4.0 (ImportError naming what to install); for one newer
     than the newest tested, the line to log (it runs: Spark keeps the API compatible)."""
-    found = _spark_version(version)
+    found = spark_version(version)
     if found < OLDEST_SPARK:
         raise ImportError(
             "the kafkasegments Spark data source needs pyspark 4.0 or later (Python data "
@@ -127,7 +127,7 @@ def takes_filters(push_filters: str, version: str) -> bool:
                 "no filters into a Python data source)"
             )
         return False
-    return push_filters == "true" or _spark_version(version) >= FIXED_PUSHDOWN_SPARK
+    return push_filters == "true" or spark_version(version) >= FIXED_PUSHDOWN_SPARK
 
 
 def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
@@ -487,7 +487,7 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
             self._planner = StreamPlanner(self.paths, self.options, self.stream)
         return self._planner
 
-    def initialOffset(self) -> dict:  # type: ignore[type-arg]
+    def initialOffset(self) -> dict[str, Any]:
         return offsets_to_json(self.planner.initial_offsets())
 
     def latestOffset(

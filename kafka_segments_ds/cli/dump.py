@@ -334,7 +334,7 @@ def dump_chunks(
         gaps = _gaps(arrow_batch, args.shallow, last_seen) if args.gaps else []
         for row, gap in [*gaps, (arrow_batch.num_rows, None)]:
             if row > start:
-                yield _format(arrow_batch.slice(start, row - start), shown, args)
+                yield format_batch(arrow_batch.slice(start, row - start), shown, args)
             if gap is not None:
                 yield json.dumps({"gap": gap}) + "\n"
             start = row
@@ -423,14 +423,14 @@ def _runs(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def _format(
+def format_batch(
     arrow_batch: pa.RecordBatch, shown: list[str], args: argparse.Namespace
 ) -> str | memoryview:
     """Text for a slice of rows (of one topic-partition or several)."""
     topics = pc.unique(arrow_batch.column("topic")).to_pylist()
     if args.decoder == "auto" and len(topics) > 1 and any(t in TOPICS for t in topics):
         runs = _runs(arrow_batch.column("topic"), arrow_batch.column("partition"))
-        pieces = [_format(arrow_batch.slice(a, b - a), shown, args) for a, b in runs]
+        pieces = [format_batch(arrow_batch.slice(a, b - a), shown, args) for a, b in runs]
         return b"".join(p.encode() if isinstance(p, str) else p for p in pieces).decode()
     decoder = decoder_for(args.decoder, topics[0] if topics else None)
     if decoder is None and args.format == "jsonl":
