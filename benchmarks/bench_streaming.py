@@ -57,8 +57,8 @@ from kafka_segments_ds.index import rebuild_indexes
 from kafka_segments_ds.options import parse_read_options, parse_stream_options
 from kafka_segments_ds.planning import plan_scan
 from kafka_segments_ds.reader import read_task
-from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.records.compression import CompressionType
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 
 def load() -> str:

@@ -12,7 +12,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,8 +110,8 @@ from kafka_segments_ds.schema import BY_NAME, check_columns, default_columns, sp
 
 if TYPE_CHECKING:
     from kafka_segments_ds.planning import Pruning
-    from kafka_segments_ds.reader.stream import StreamPlanner
     from kafka_segments_ds.scan_task import ScanTask
+    from kafka_segments_ds.streaming.planner import Offsets, StreamPlanner
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
 
@@ -244,7 +244,7 @@ class KafkaSegmentsDataSource(DataSource):
     latest / JSON; default latest), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
     ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (read limits:
     pyspark 4.2+), ``failOnDataLoss``; ``Trigger.AvailableNow`` reads what is there when the
-    query starts and stops (see :mod:`kafka_segments_ds.reader.stream`).
+    query starts and stops (see :mod:`kafka_segments_ds.streaming`).
 
     ``pushFilters`` (true | false | auto): whether the reader takes the filters Spark pushes
     (comparisons on ``topic``, ``partition``, ``offset``, ``timestamp``) to skip segments and
@@ -509,14 +509,12 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
     @property
     def planner(self) -> StreamPlanner:
         if self._planner is None:
-            from kafka_segments_ds.reader.stream import StreamPlanner
+            from kafka_segments_ds.streaming.planner import StreamPlanner
 
             self._planner = StreamPlanner(self.paths, self.options, self.stream)
         return self._planner
 
     def initialOffset(self) -> dict[str, Any]:
-        from kafka_segments_ds.reader.stream import offsets_to_json
-
         return offsets_to_json(self.planner.initial_offsets())
 
     def latestOffset(
@@ -525,8 +523,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         limit: object | None = None,
     ) -> dict[str, Any]:
         """pyspark 4.2+ passes the batch's start and a read limit; 4.0 and 4.1 pass neither."""
-        from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
-
         max_offsets = min_offsets = None
         if _HAS_ADMISSION_CONTROL and not isinstance(limit, ReadAllAvailable | None):
             # A ReadLimit holds one limit: the one getDefaultReadLimit gave, the other from
@@ -552,8 +548,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
-        from kafka_segments_ds.reader.stream import offsets_to_json
-
         reported = self.planner.reported
         return None if reported is None else offsets_to_json(reported)
 
@@ -565,8 +559,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         start: dict,  # type: ignore[type-arg]
         end: dict,  # type: ignore[type-arg]
     ) -> Sequence[InputPartition]:
-        from kafka_segments_ds.reader.stream import offsets_from_json
-
         packed = self.planner.plan(
             offsets_from_json(start), offsets_from_json(end), default_parallelism()
         )
@@ -577,6 +569,39 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
 
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]
         """Nothing to release: the archive is read, never consumed."""
+
+
+def offsets_to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    """The planner's offsets as the streaming Offset Spark keeps in its checkpoint:
+    ``{("t", 0): 5}`` -> ``{"t": {"0": 5}}`` (Spark's Kafka source's JSON), topics and
+    partitions in order (Spark compares offsets as JSON text: the same offsets must always
+    read the same)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Any) -> Offsets:
+    """The inverse of :func:`offsets_to_json`, checked (a checkpoint may be edited by hand)."""
+    if not isinstance(data, Mapping):
+        raise InvalidOptionError(f'stream offsets must look like {{"topic":{{"0":23}}}}: {data!r}')
+    out: Offsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, Mapping):
+            raise InvalidOptionError(f"stream offsets of topic {topic!r} must be an object")
+        for partition, offset in parts.items():
+            if (
+                not str(partition).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < 0
+            ):
+                raise InvalidOptionError(
+                    f"stream offset {topic}-{partition} = {offset!r} is not an offset"
+                )
+            out[(str(topic), int(partition))] = offset
+    return out
 
 
 def default_parallelism() -> int:

@@ -138,7 +138,9 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:0{SEGMENT_NAME_DIGITS}d}{suffix}"
 
 
-def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
+def discover(
+    path: str, filesystem: pafs.FileSystem, checked: set[str] | None = None
+) -> list[PartitionLog]:
     """Find the partitions and segments under ``path``, sorted by (topic, partition).
 
     ``path`` (already resolved for ``filesystem``, see :func:`kafka_segments_ds.fs.resolve`) is
@@ -152,7 +154,8 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
 
     Raises ``FileNotFoundError`` when ``path`` does not exist or a glob matches nothing, and
     :class:`InvalidOptionError` when ``path`` names a file that is not a ``.log`` segment. A
-    directory without segments gives an empty list.
+    directory without segments gives an empty list. ``checked``: the files that passed the
+    symbolic link check before (:func:`refuse_escapes`), for a caller that lists again and again.
     """
     path = path.rstrip("/") or "/"
     try:
@@ -160,7 +163,7 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     except UnicodeDecodeError as err:
         raise UnsafePathError(f"a file name under {path} is not valid UTF-8: {err}") from err
     if isinstance(filesystem, pafs.LocalFileSystem):
-        refuse_escapes(path, result)
+        refuse_escapes(path, result, checked)
     return result
 
 

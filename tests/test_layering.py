@@ -1,9 +1,10 @@
 """Imports point down the stack (STYLE.md): a lower layer never imports a higher one.
 
 records -> index/tail/layout/journal/fs -> options/schema -> planning -> reader/writer ->
-datasource/cli. The reader never imports the writer nor the reverse; only ``datasource``
-imports pyspark; ``pyspark_kafkasegments`` (imported by Spark at every data source lookup)
-loads nothing heavy. Every import statement counts, also those inside functions.
+streaming (a stream's driver side: it plans with planning, walks tails by the reader's damage
+rules) -> datasource/cli. The reader never imports the writer nor the reverse; only
+``datasource`` imports pyspark; ``pyspark_kafkasegments`` (imported by Spark at every data
+source lookup) loads nothing heavy. Every import statement counts, also those inside functions.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records"),
     ("index", "tail", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
     ("options", "schema", "scan_task", "ranges", "selection"),
-    ("planning",),
+    ("planning", "transactions"),
     ("reader", "writer", "schemas"),
+    ("streaming",),
     ("datasource", "cli", "samples", "__init__", "__main__"),
 )
 FORBIDDEN_SIDEWAYS = {("reader", "writer"), ("writer", "reader")}

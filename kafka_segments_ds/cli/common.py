@@ -21,7 +21,7 @@ from kafka_segments_ds.errors import (
     NoKafkaDataError,
     StorageError,
 )
-from kafka_segments_ds.fs import display_path, read_file, resolve, unreachable
+from kafka_segments_ds.fs import display_path, read_file, resolve
 from kafka_segments_ds.layout import (
     PartitionLog,
     SegmentRef,
@@ -29,8 +29,14 @@ from kafka_segments_ds.layout import (
     segment_file_name,
 )
 from kafka_segments_ds.options import parse_read_options
-from kafka_segments_ds.selection import PATH_ERRORS, check_selection, select_partitions
-from kafka_segments_ds.tiered import discover_layout, load_private_keys
+from kafka_segments_ds.selection import (
+    PATH_ERRORS,
+    check_selection,
+    discover_root,
+    no_data_message,
+    select_partitions,
+)
+from kafka_segments_ds.tiered import load_private_keys
 
 PROG = "kafka-segments"
 
@@ -193,16 +199,13 @@ def partitions(
         filesystem, resolved = resolve(path, options)
         try:
             # tiered-storage buckets come with a view serving their segments as plain ones
-            filesystem, parts = discover_layout(resolved, filesystem, layout, keys)
+            filesystem, parts = discover_root(
+                filesystem, resolved, layout, keys, options, check=False
+            )
         except PATH_ERRORS as err:
             raise storage_error(err, path) from err
-        except OSError as err:  # the store, not the path: name its endpoint
-            raise unreachable(err, filesystem, resolved, options) from err
         if not any(part.segments for part in parts):
-            raise NoKafkaDataError(
-                f"{path}: no Kafka log segments (<20-digit offset>.log files) in it, in its "
-                "<topic>-<partition> subdirectories, or matching it"
-            )
+            raise NoKafkaDataError(no_data_message(path, None))
         found.extend((filesystem, part) for part in parts)
     if len(paths) < 2:
         return found

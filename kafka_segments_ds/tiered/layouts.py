@@ -119,11 +119,11 @@ def discover_layout(
     if layout == "broker" or kfs.has_glob(path):
         if layout not in ("auto", "broker"):
             raise InvalidOptionError(f"layout {layout} does not take glob patterns: {path}")
-        return filesystem, discover(path, filesystem)
+        return filesystem, discover(path, filesystem, checked)
     root = path.rstrip("/") or "/"
     if layout == "auto" and not tiered_only:
         try:
-            found = discover(path, filesystem)  # FileNotFoundError when missing
+            found = discover(path, filesystem, checked)  # FileNotFoundError when missing
         except InvalidOptionError:
             if _tiered_stem(root) is None:
                 raise  # a file that is no segment of any layout

@@ -109,7 +109,7 @@ def test_stream_refuses_a_symlink_out_of_the_input_added_later(logs: Path) -> No
     """A stream checks each file once, when a trigger first lists it: a segment linked out of
     the input after the stream started is refused at the trigger that finds it."""
     from kafka_segments_ds.options import parse_stream_options
-    from kafka_segments_ds.reader.stream import StreamPlanner
+    from kafka_segments_ds.streaming.planner import StreamPlanner
 
     planner = StreamPlanner([str(logs)], *parse_stream_options({"startingOffsets": "earliest"}))
     start = planner.initial_offsets()
@@ -125,7 +125,7 @@ def test_stream_of_a_local_tiered_bucket_refuses_a_symlink_added_later(tmp_path:
     """The same for a tiered-storage bucket on local disk (Aiven's layout), listed whole at
     every trigger."""
     from kafka_segments_ds.options import parse_stream_options
-    from kafka_segments_ds.reader.stream import StreamPlanner
+    from kafka_segments_ds.streaming.planner import StreamPlanner
     from tests.support.upload import upload_aiven
 
     source = tmp_path / "source" / "t-0"

@@ -13,8 +13,8 @@ import pytest
 from kafka_segments_ds import InvalidOptionError, iter_batches, read_table
 from kafka_segments_ds.errors import NoKafkaDataError
 from kafka_segments_ds.options import parse_stream_options
-from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.samples import write_sample_log_dir
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 # write_sample_log_dir(records_per_partition=200): rows per partition directory
 ROWS = {"legacy.events-0": 200, "metrics-v1-0": 200, "orders-0": 198, "orders-1": 198}

@@ -11,12 +11,12 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
-from kafka_segments_ds import planning, read_table
+from kafka_segments_ds import read_table, transactions
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.options import parse_read_options, parse_stream_options
-from kafka_segments_ds.planning import OPEN_TRANSACTION_END, collect_aborted
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader.stream import StreamPlanner
+from kafka_segments_ds.streaming.planner import StreamPlanner
+from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 from tests.support.transactions import write_interleaved
 
 
@@ -115,13 +115,13 @@ def test_a_range_walks_only_the_segments_that_can_abort_it(
         path.unlink()
     (part,) = discover(str(directory), pafs.LocalFileSystem())
     walked: list[int] = []
-    original = planning._iter_v2_headers
+    original = transactions._iter_v2_headers
 
     def counting(filesystem: Any, segment: Any, options: Any) -> Any:
         walked.append(segment.base_offset)
         return original(filesystem, segment, options)
 
-    monkeypatch.setattr(planning, "_iter_v2_headers", counting)
+    monkeypatch.setattr(transactions, "_iter_v2_headers", counting)
     options = parse_read_options({})
     whole = collect_aborted(pafs.LocalFileSystem(), part, options)
     assert set(whole) == aborted

@@ -19,8 +19,8 @@ from kafka_segments_ds.layout import segment_file_name
 from kafka_segments_ds.options import parse_read_options, parse_stream_options
 from kafka_segments_ds.planning import plan_scan
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 TS0 = 1_700_000_000_000
 
@@ -137,7 +137,7 @@ def test_stream_plans_again_when_a_segment_goes_between_listing_and_planning(
         ):
             planner.plan(start, end, 1)
         return
-    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.stream"):
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.streaming.planner"):
         packed = planner.plan(start, end, 1)
     assert offsets(packed, planner.options) == list(range(4, 12))
     assert [r.getMessage() for r in caplog.records] == [

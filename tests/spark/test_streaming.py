@@ -2,7 +2,7 @@
 and during triggers, restarts from a checkpoint, data loss, Trigger.AvailableNow.
 
 Most tests run queries on the shared SparkSession (memory sink, processAllAvailable); the
-planner (:class:`kafka_segments_ds.reader.stream.StreamPlanner`) is also driven directly where
+planner (:class:`kafka_segments_ds.streaming.planner.StreamPlanner`) is also driven directly where
 Spark would hide what is checked (warnings logged in Spark's Python worker, S3 requests; the
 clock of maxTriggerDelay in tests/streaming/test_stream_trigger.py).
 """
@@ -23,19 +23,15 @@ import pyarrow.fs as pafs
 import pytest
 
 from kafka_segments_ds import index as kidx
+from kafka_segments_ds import selection
+from kafka_segments_ds.datasource import offsets_from_json, offsets_to_json
 from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import segment_file_name
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader import stream as stream_module
-from kafka_segments_ds.reader.stream import (
-    StreamPlanner,
-    offsets_from_json,
-    offsets_to_json,
-    rate_limit,
-)
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_control_batch
+from kafka_segments_ds.streaming.planner import StreamPlanner, rate_limit
 from tests.support import appender as concurrent
 
 TS0 = 1_700_000_000_000
@@ -529,14 +525,15 @@ def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(
         return read_manifest(filesystem, stem, objects)
 
     monkeypatch.setattr(layouts, "_read_manifest", counting)
-    listings: list[str] = []
-    discover_layout = stream_module.discover_layout
+    listings: list[str] = []  # of the bucket (the broker listing of an empty root is cheap)
+    discover_layout = selection.discover_layout
 
     def listing(path: str, *args: Any, **kwargs: Any) -> Any:
-        listings.append(path)
+        if kwargs.get("tiered_only"):
+            listings.append(path)
         return discover_layout(path, *args, **kwargs)
 
-    monkeypatch.setattr(stream_module, "discover_layout", listing)
+    monkeypatch.setattr(selection, "discover_layout", listing)
     tiered = TieredBucket(tmp_path)
     tiered.roll_and_upload(5)
     tiered.roll_and_upload(4)
@@ -725,7 +722,7 @@ def test_data_loss_is_logged_when_skipped(tmp_path: Path, caplog: pytest.LogCapt
     start_at = {("t", 0): 2, ("t", 1): 2}
     (t.directory / segment_file_name(0, ".log")).unlink()
     shutil.rmtree(gone.directory)
-    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.stream"):
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.streaming.planner"):
         end = planner.next_offsets(start_at)
         packed = planner.plan(start_at, end, 2)
     assert end == {("t", 0): 8}
@@ -775,7 +772,7 @@ def test_added_partition_that_starts_after_offset_0_is_data_loss(
         ):
             planner.plan(begin, end, 2)
         return
-    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.stream"):
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.streaming.planner"):
         packed = planner.plan(begin, end, 2)
     assert [r.getMessage() for r in caplog.records] == [
         "added partition t-2 starts from offset 7 instead of 0; some data may have been missed "
@@ -793,7 +790,7 @@ def test_added_partition_that_starts_after_offset_0_is_data_loss(
 def test_tail_of_a_segment_with_entries_larger_than_a_read_window(tmp_path: Path) -> None:
     """The latest offset comes from the tail walk; batches over its 1 MiB windows count."""
     from kafka_segments_ds.layout import discover
-    from kafka_segments_ds.reader.stream import TAIL_WINDOW_BYTES, scan_tail
+    from kafka_segments_ds.streaming.planner import TAIL_WINDOW_BYTES, scan_tail
 
     logs = tmp_path / "logs"
     t = LiveLog(logs, "t", 0)

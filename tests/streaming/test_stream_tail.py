@@ -21,8 +21,8 @@ from kafka_segments_ds.errors import CorruptSegmentError, UnsupportedFormatError
 from kafka_segments_ds.layout import discover, segment_file_name
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader.stream import StreamPlanner, scan_tail
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.streaming.planner import StreamPlanner, scan_tail
 
 TS0 = 1_700_000_000_000
 PER_BATCH = 3

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kafka_segments_ds.options import parse_stream_options
-from kafka_segments_ds.reader import stream as stream_module
-from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.streaming import planner as stream_module
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 TS0 = 1_700_000_000_000
 OPTIONS = {"startingOffsets": "earliest", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "10s"}

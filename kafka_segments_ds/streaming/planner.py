@@ -1,10 +1,11 @@
 """Incremental reads of a growing archive (``spark.readStream``): offsets and micro-batches.
 
 Offsets are those of Spark's Kafka source: per topic-partition the next offset to read
-(end-exclusive), as JSON ``{"topic": {"0": 123}}``. Each trigger lists the archive (one
-recursive listing per path) and takes a partition's latest offset from the tail of its last
-segment: the last ``.index`` entry, then a walk of the entry framing from there to the last
-whole entry whose checksum holds (an entry being appended, or torn in a preallocated segment,
+(end-exclusive; ``datasource`` turns them into Spark's JSON ``{"topic": {"0": 123}}``). Each
+trigger lists the archive (:class:`~kafka_segments_ds.selection.Discovery`, one recursive
+listing per path) and takes a partition's latest offset from the tail of its last segment:
+the last ``.index`` entry, then a walk of the entry framing from there to the last whole
+entry whose checksum holds (an entry being appended, or torn in a preallocated segment,
 ends the data, and damage is met, as for the batch reader). What is learnt about a segment is
 kept between triggers, keyed by its path and size, so a trigger with no new data lists and
 compares.
@@ -16,37 +17,17 @@ into input partitions the same way, so it decodes as fast as a batch read.
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds.errors import (
-    CommitInProgressError,
-    DataLossError,
-    InvalidOptionError,
-    UnsafePathError,
-)
-from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import (
-    PartitionLog,
-    SegmentRef,
-    list_path,
-    merge_partitions,
-    refuse_escapes,
-)
+from kafka_segments_ds.errors import CommitInProgressError, DataLossError
+from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
-from kafka_segments_ds.planning import (
-    OPEN_TRANSACTION_END,
-    collect_aborted,
-    offset_for_timestamp,
-    plan_partitions,
-    segment_tasks,
-)
+from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
 from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.reader.task import read_task
@@ -57,51 +38,18 @@ from kafka_segments_ds.records.batches import (
     decode_entry_head,
 )
 from kafka_segments_ds.scan_task import ScanTask
-from kafka_segments_ds.selection import check_all_named, select_partitions
+from kafka_segments_ds.selection import Bounds
+from kafka_segments_ds.streaming.listing import ArchiveListing, TopicPartition
 from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
-from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
-from kafka_segments_ds.tiered.layouts import ManifestCache
+from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
 TAIL_WINDOW_BYTES = WINDOW_BYTES  # reads of the tail walk
 VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
-RACY_MTIME_NS = 1_000_000_000  # a directory changed this recently is listed again
 TAIL_HEAD_BYTES = 17  # offset, size, epoch/crc, magic: enough to tell an entry from damage
-
-
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    """``{("t", 0): 5}`` -> ``{"t": {"0": 5}}``, topics and partitions in order (Spark compares
-    offsets as JSON text: the same offsets must always read the same)."""
-    out: dict[str, dict[str, int]] = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = int(offset)
-    return out
-
-
-def offsets_from_json(data: Any) -> Offsets:
-    """The inverse of :func:`offsets_to_json`, checked (a checkpoint may be edited by hand)."""
-    if not isinstance(data, Mapping):
-        raise InvalidOptionError(f'stream offsets must look like {{"topic":{{"0":23}}}}: {data!r}')
-    out: Offsets = {}
-    for topic, parts in data.items():
-        if not isinstance(parts, Mapping):
-            raise InvalidOptionError(f"stream offsets of topic {topic!r} must be an object")
-        for partition, offset in parts.items():
-            if (
-                not str(partition).isdigit()
-                or isinstance(offset, bool)
-                or not isinstance(offset, int)
-                or offset < 0
-            ):
-                raise InvalidOptionError(
-                    f"stream offset {topic}-{partition} = {offset!r} is not an offset"
-                )
-            out[(str(topic), int(partition))] = offset
-    return out
 
 
 def scan_tail(
@@ -209,13 +157,6 @@ class _StreamDamage:
             source.close()
 
 
-def _mtime_ns(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        return -1
-
-
 def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:
     """At most about ``limit`` offsets past ``begin`` in all, shared by the partitions in
     proportion to what each has to read (as Spark's Kafka source's maxOffsetsPerTrigger)."""
@@ -247,22 +188,10 @@ class StreamPlanner:
         self.options = options
         self.stream = stream
         self.clock = clock or time.monotonic  # seconds, for maxTriggerDelay only
-        self._filesystem: pafs.FileSystem | None = None
-        self._base: pafs.FileSystem | None = None  # where the roots are
-        self._roots: list[str] = []
-        # a tiered-storage bucket (KIP-405) is listed with discover_layout every trigger and
-        # read through the view it gives; None until the first listing tells
-        self._tiered: bool | None = None if options.layout == "auto" else options.layout != "broker"
-        self._keys: dict[str, bytes] | None = None
-        self._manifests: ManifestCache = {}  # Aiven manifests parsed at earlier triggers
-        # a root's listing by _is_tiered, used by the _list_tiered right after it
-        self._discovered: dict[str, tuple[pafs.FileSystem, list[PartitionLog]]] = {}
-        self._checked: set[str] = set()  # local files that passed the symbolic link check
+        self.listing = ArchiveListing(self.paths, options)
         # the tail of each partition's last segment: (its .log path, tail)
         self._tails: dict[TopicPartition, tuple[str, SegmentTail]] = {}
         self._stable: dict[TopicPartition, tuple[tuple[str, int], int]] = {}
-        self._partitions: dict[TopicPartition, PartitionLog] | None = None
-        self._watched: dict[str, int] | None = None  # directory -> mtime at the last listing
         self._target: Offsets | None = None  # Trigger.AvailableNow: nothing after these
         # clock() at the last trigger that was not delayed; None: none yet, so the first
         # trigger of this planner (a new query, or a restart from a checkpoint) is due
@@ -273,147 +202,12 @@ class StreamPlanner:
 
     @property
     def filesystem(self) -> pafs.FileSystem:
-        """What segments are read with: the storage of the paths, or for a tiered bucket the
-        view serving its segments as plain ones (as of the last listing)."""
-        if self._base is None:
-            self._base, roots = kfs.resolve_paths(self.paths, self.options.storage_options())
-            self._roots = list(roots)
-            self._filesystem = self._base
-        assert self._filesystem is not None
-        return self._filesystem
+        """What segments are read with (see :attr:`ArchiveListing.filesystem`)."""
+        return self.listing.filesystem
 
     def list_partitions(self) -> dict[TopicPartition, PartitionLog]:
-        """The selected partitions as they are now (raises CommitInProgressError while a
-        kafkasegments write commits into a log dir read).
-
-        On local disk, when no directory read has changed since the last listing (the same
-        mtimes: no file added, removed or renamed), only the last segment of each partition is
-        looked at again (a stat): an active segment grows in place."""
-        filesystem = self.filesystem
-        for root in self._roots:
-            if not kfs.has_glob(root):
-                check_readable(filesystem, root)
-        if self._tiered:
-            return self._list_tiered()
-        if self._partitions is not None and self._watched is not None:
-            refreshed = self._refresh_last_segments(self._partitions, self._watched)
-            if refreshed is not None:
-                self._partitions = refreshed
-                return refreshed
-        # stat before listing: a change during the listing shows at the next trigger
-        watched = self._directory_times()
-        found: list[PartitionLog] = []
-        for root in self._roots:
-            try:
-                listed = list_path(root.rstrip("/") or "/", filesystem)
-            except UnicodeDecodeError as err:
-                raise UnsafePathError(
-                    f"a file name under {root} is not valid UTF-8: {err}"
-                ) from err
-            if not listed and self._tiered is None and self._is_tiered(root):
-                self._tiered = True
-                return self._list_tiered()
-            if isinstance(filesystem, pafs.LocalFileSystem):
-                # the listing's symbolic link check, for files not checked at earlier triggers
-                refuse_escapes(root.rstrip("/") or "/", listed, self._checked)
-            found.extend(listed)
-        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
-        if partitions:
-            self._tiered = False  # a broker log dir: never looked at as a bucket again
-        for part in partitions.values():
-            if watched is not None and part.directory not in watched:
-                watched[part.directory] = -1  # not stat'ed before the listing: list again
-        self._partitions, self._watched = partitions, watched
-        return partitions
-
-    def _is_tiered(self, root: str) -> bool:
-        """Does ``root``, where no broker segment is, hold a tiered-storage bucket? (What it
-        lists is kept for the listing that follows, so a first trigger lists it once.)"""
-        assert self._base is not None
-        discovered = discover_layout(
-            root.rstrip("/") or "/",
-            self._base,
-            "auto",
-            self._private_keys(),
-            tiered_only=True,
-            manifests=self._manifests,
-            checked=self._checked,
-        )
-        if not discovered[1]:
-            return False
-        self._discovered[root] = discovered
-        return True
-
-    def _private_keys(self) -> dict[str, bytes]:
-        if self._keys is None:
-            private = dict(self.options.private_keys or {})
-            self._keys = load_private_keys(private) if private else {}
-        return self._keys
-
-    def _list_tiered(self) -> dict[TopicPartition, PartitionLog]:
-        """A tiered bucket, listed whole (object stores have no directory times): only
-        segments whose upload finished (Aiven: the manifest is written last) are there, each
-        offset in one segment (``tiered.resolve_overlaps``); read through the view."""
-        assert self._base is not None
-        found: list[PartitionLog] = []
-        views = []
-        for root in self._roots:
-            if kfs.has_glob(root):
-                raise InvalidOptionError(f"a tiered-storage bucket takes no glob pattern: {root}")
-            discovered = self._discovered.pop(root, None)
-            if discovered is None:
-                discovered = discover_layout(
-                    root.rstrip("/") or "/",
-                    self._base,
-                    self.options.layout,
-                    self._private_keys(),
-                    tiered_only=True,
-                    manifests=self._manifests,
-                    checked=self._checked,
-                )
-            view, listed = discovered
-            views.append(view)
-            found.extend(listed)
-        self._filesystem = combine_filesystems(self._base, views)
-        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
-        self._partitions, self._watched = partitions, None
-        return partitions
-
-    def _directory_times(self) -> dict[str, int] | None:
-        """mtime (ns) of the roots and of the partition directories listed before, when every
-        root is a local directory named without a glob; else None (list every trigger)."""
-        if not isinstance(self.filesystem, pafs.LocalFileSystem):
-            return None
-        if any(kfs.has_glob(root) or not os.path.isdir(root) for root in self._roots):
-            return None
-        directories = [*self._roots, *(p.directory for p in (self._partitions or {}).values())]
-        # A file timestamp has the kernel's coarse clock: a directory changed within the last
-        # tick may change again with the same mtime. Recent ones are listed again ("racy git").
-        racy = time.time_ns() - RACY_MTIME_NS
-        times = {directory: _mtime_ns(directory) for directory in directories}
-        return {d: -1 if t > racy else t for d, t in times.items()}
-
-    def _refresh_last_segments(
-        self, partitions: dict[TopicPartition, PartitionLog], watched: dict[str, int]
-    ) -> dict[TopicPartition, PartitionLog] | None:
-        """``partitions`` with the sizes of their last segments as they are now; None when a
-        directory changed (then a listing is needed)."""
-        try:
-            for directory, mtime in watched.items():
-                if os.stat(directory).st_mtime_ns != mtime:
-                    return None
-            out = {}
-            for key, part in partitions.items():
-                last = part.segments[-1]
-                size = os.stat(last.path).st_size
-                index_size = os.stat(last.index_path).st_size if last.index_path else 0
-                if size != last.size or index_size != last.index_size:
-                    last = replace(last, size=size, index_size=index_size)
-                    part = replace(part, segments=(*part.segments[:-1], last))
-                out[key] = part
-            return out
-        except FileNotFoundError:
-            return None
+        """The selected partitions as they are now (see :meth:`ArchiveListing.list_partitions`)."""
+        return self.listing.list_partitions()
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -455,49 +249,22 @@ class StreamPlanner:
         """Where a new query starts: startingOffsets (latest by default), or the first offset
         at or after startingTimestamp / startingOffsetsByTimestamp."""
         partitions = self.list_partitions()
-        named = {(t, p): n for t, p, n in self.stream.starting_offsets or ()}
-        by_time = {(t, p): n for t, p, n in self.options.starting_offsets_by_timestamp or ()}
-        # as Spark's Kafka source: offsets JSON names every partition the query starts with
-        if self.stream.starting_offsets:
-            check_all_named("startingOffsets", named, partitions.values(), stream=True)
-        if by_time:
-            check_all_named("startingOffsetsByTimestamp", by_time, partitions.values(), stream=True)
+        named = self.stream.starting_offsets
+        starts = Bounds.of(
+            list(partitions.values()),
+            named or None,
+            self.options.starting_offsets_by_timestamp or None,
+            self.options.starting_timestamp,
+            EARLIEST if named == () else LATEST,
+            stream=True,
+        )
         out: Offsets = {}
         for key, part in partitions.items():
-            if self.options.starting_timestamp is not None or by_time:
-                at = (
-                    self.options.starting_timestamp
-                    if self.options.starting_timestamp is not None
-                    else by_time.get(key, LATEST)
-                )
-                out[key] = self._offset_at_time(part, at)
-            elif self.stream.starting_offsets == ():
-                out[key] = part.segments[0].base_offset
-            else:
-                wanted = named.get(key, LATEST)
-                out[key] = (
-                    self.latest_of(part)
-                    if wanted == LATEST
-                    else part.segments[0].base_offset
-                    if wanted == EARLIEST
-                    else wanted
-                )
+            start = resolve_start(self.filesystem, part, starts, self.options, read_task)
+            if start == EARLIEST:
+                start = part.segments[0].base_offset
+            out[key] = self.latest_of(part) if start == LATEST else start
         return out
-
-    def _offset_at_time(self, part: PartitionLog, at: int) -> int:
-        if at == EARLIEST:
-            return part.segments[0].base_offset
-        if at == LATEST:
-            return self.latest_of(part)
-        found = offset_for_timestamp(self.filesystem, part, at, self.options, read_task)
-        if found is not None:
-            return found
-        if self.options.starting_by_timestamp_strategy == "error":
-            raise InvalidOptionError(
-                f"no offset of {part.topic}-{part.partition} has a timestamp >= {at} "
-                "(startingOffsetsByTimestampStrategy=error)"
-            )
-        return self.latest_of(part)
 
     def prepare_available_now(self) -> None:
         """Trigger.AvailableNow: remember the latest offsets; later triggers stop there."""
@@ -550,7 +317,7 @@ class StreamPlanner:
     def plan(self, start: Offsets, end: Offsets, min_partitions: int) -> list[tuple[ScanTask, ...]]:
         """Scan tasks of the micro-batch [start, end), packed into input partitions (at least
         ``min_partitions`` when there is enough to read)."""
-        partitions = self._partitions if self._partitions is not None else self.list_partitions()
+        partitions = self.listing.last if self.listing.last is not None else self.list_partitions()
         for key in sorted(set(start) - set(end)):
             self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, start[key])
         tasks: list[ScanTask] = []
@@ -605,8 +372,7 @@ class StreamPlanner:
     def _relisted_tasks(self, key: TopicPartition, begin: int, stop: int) -> list[ScanTask]:
         """The tasks of ``key``'s [begin, stop) when a segment was removed (retention) since
         the trigger listed it: listed again, and planned from what is there now."""
-        self._watched = None  # a full listing
-        part = self.list_partitions().get(key)
+        part = self.listing.list_partitions(full=True).get(key)
         if part is None:
             self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, begin)
             return []
@@ -657,15 +423,3 @@ class StreamPlanner:
                 "on from the earliest offset available"
             )
         log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
-
-
-def _by_topic_partition(partitions: list[PartitionLog]) -> dict[TopicPartition, PartitionLog]:
-    out: dict[TopicPartition, PartitionLog] = {}
-    for part in partitions:
-        if part.topic is None or part.partition is None:
-            raise InvalidOptionError(
-                f"{part.directory} is not named <topic>-<partition>: a streaming read keeps "
-                "offsets per topic and partition"
-            )
-        out[(part.topic, part.partition)] = part
-    return out
