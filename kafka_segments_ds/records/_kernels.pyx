@@ -31,7 +31,7 @@ cdef enum:
 
 
 def _i64(a):
-    return np.asarray(a, np.int64)
+    return np.ascontiguousarray(a, np.int64)
 
 
 def _varint(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end):
@@ -340,14 +340,15 @@ def gather_into(
     const uint8_t[::1] src1,
     pos,
     length,
-    const int32_t[:] offsets,
+    offsets,
     uint8_t[::1] data,
 ):
-    cdef const int64_t[:] p = _i64(pos)
-    cdef const int64_t[:] ln = _i64(length)
+    cdef const int64_t[::1] p = _i64(pos)
+    cdef const int64_t[::1] ln = _i64(length)
+    cdef const int32_t[::1] off = np.ascontiguousarray(offsets, np.int32)
     cdef Py_ssize_t n = p.shape[0], i, len0 = src0.shape[0], len1 = src1.shape[0]
     cdef Py_ssize_t size = data.shape[0]
-    if ln.shape[0] < n or offsets.shape[0] < n:
+    if ln.shape[0] < n or off.shape[0] < n:
         raise ValueError("pos, length and offsets differ in length")
     cdef int64_t bad = 0, o, q, m
     cdef uint8_t *out = &data[0] if size else <uint8_t *>0
@@ -355,7 +356,7 @@ def gather_into(
         for i in range(n):
             m = ln[i]
             if m > 0:
-                o = offsets[i]
+                o = off[i]
                 q = p[i]
                 if o < 0 or o + m > size:
                     bad += 1
