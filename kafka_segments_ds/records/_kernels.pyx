@@ -352,6 +352,8 @@ def gather_into(
         raise ValueError("pos, length and offsets differ in length")
     cdef int64_t bad = 0, o, q, m
     cdef uint8_t *out = &data[0] if size else <uint8_t *>0
+    cdef const uint8_t *in0 = ptr(src0)
+    cdef const uint8_t *in1 = ptr(src1)
     with nogil:
         for i in range(n):
             m = ln[i]
@@ -361,9 +363,9 @@ def gather_into(
                 if o < 0 or o + m > size:
                     bad += 1
                 elif q >= 0 and q + m <= len0:
-                    memcpy(out + o, ptr(src0) + q, m)
+                    memcpy(out + o, in0 + q, m)
                 elif len0 <= q and q - len0 + m <= len1:
-                    memcpy(out + o, ptr(src1) + (q - len0), m)
+                    memcpy(out + o, in1 + (q - len0), m)
                 else:
                     memset(out + o, 0, m)
                     bad += 1
