@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import shutil
 import struct
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -1305,3 +1307,15 @@ def test_paths_may_be_pathlike_and_subscribe_a_list(sample_dir) -> None:  # type
     as_path = read_table(pathlib.Path(sample_dir), subscribe=["orders"])
     as_text = read_table(str(sample_dir), subscribe="orders")
     assert as_path.equals(as_text) and as_path.num_rows > 0
+
+
+def test_a_read_does_not_import_pandas(sample_dir: Path, sample_table: pa.Table) -> None:
+    """The columns are built from buffers: pa.array and pa.scalar import pandas on first use,
+    0.2-0.5 s of a fresh process's first read."""
+    code = (
+        "import sys\nimport kafka_segments_ds as ksd\n"
+        f"t = ksd.read_table({str(sample_dir)!r}, includeHeaders=True, includeMetadata=True)\n"
+        "print(t.num_rows, 'pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(sample_table.num_rows), "False"]
