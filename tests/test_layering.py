@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("options", "schema", "scan_task", "ranges", "selection"),
     ("planning",),
     ("reader", "writer"),
-    ("datasource", "cli", "samples", "__init__", "__main__"),
+    ("datasource", "cli", "rewrite", "samples", "__init__", "__main__"),
 )
 FORBIDDEN_SIDEWAYS = {("reader", "writer"), ("writer", "reader")}
 
