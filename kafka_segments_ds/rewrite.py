@@ -6,9 +6,12 @@ tiered-storage bucket; any path :func:`kafka_segments_ds.read_table` takes) part
 partition and write the kept rows into the new log dir ``dst`` with ``preserveOffsets=true``:
 every kept record keeps its offset, timestamp, timestamp type, headers, producer id, epoch and
 sequence, leader epoch, codec and the offsets of its batch (a batch that lost records keeps its
-base and last offset, the removed ones are gaps inside it). :func:`copy` writes every record
-(``kafka-segments restore`` stages its copy so). ``dst`` must not hold the topics yet: write into
-a new directory, check it, then swap it in.
+base and last offset, the removed ones are gaps inside it). A partition keeps its end offset: where
+the records (or transaction markers) at its end are not written, a local ``dst`` gets an empty
+batch spanning them, as Kafka's cleaner leaves one, so a consumer group committed at the end
+is not out of range (on a remote ``dst`` the partition ends after its last kept batch).
+:func:`copy` writes every record (``kafka-segments restore`` stages its copy so). ``dst`` must
+not hold the topics yet: write into a new directory, check it, then swap it in.
 
 Transactions: the source is read with ``isolationLevel=read_committed``, so records of aborted
 transactions are left out (the cleaner removes them too), and transaction markers are not
@@ -23,7 +26,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -32,7 +36,9 @@ import pyarrow.compute as pc
 
 from kafka_segments_ds import iter_batches
 from kafka_segments_ds.errors import InvalidInputError, InvalidOptionError
+from kafka_segments_ds.layout import PartitionLog
 from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.records.builder import encode_batch
 from kafka_segments_ds.selection import check_selection, discover_paths, select_partitions
 from kafka_segments_ds.writer import write_table
 
@@ -45,6 +51,8 @@ SELECTION = ("subscribe", "subscribepattern", "assign")
 DROPPED = ("isTransactional", "isControl", "magic", "segment", "position")
 # writer options the rewrite sets itself
 WRITE_FIXED = ("topic", "numpartitions", "preserveoffsets", "erroriftopicexists", "magic")
+
+MAX_DELTA = 2**31 - 1  # a batch's last offset delta is an int32
 
 # rows of one Arrow batch -> which of them to remove (True: remove)
 Predicate: TypeAlias = Callable[[pa.Table], Any]
@@ -60,7 +68,9 @@ class PartitionSummary:
     removed: int  # erased, or shadowed by a later record of the same key
     null_keys: int  # removed by compaction: records without a key
     first_offset: int  # of the kept records; -1 when none were kept
-    last_offset: int  # of the kept records' batches: the next offset is last_offset + 1
+    last_offset: int  # of the kept records' batches; -1 when none were kept
+    end_offset: int  # the source partition's next offset (after its last batch, markers too)
+    padded: bool  # an empty batch written up to end_offset
 
 
 def erase(
@@ -199,6 +209,7 @@ def _rewrite(
             f"{len(by_topic)}: {', '.join(sorted(by_topic)) or 'none'}"
         )
     plain = {k: v for k, v in read.items() if k.lower() not in SELECTION}
+    ends = {(p.topic, p.partition): _end_offset(source, plain, p) for p in chosen}
     summaries: list[PartitionSummary] = []
     for topic, parts in sorted(by_topic.items()):
         name = rename or topic
@@ -207,7 +218,7 @@ def _rewrite(
             topic: str = topic, parts: list[int] = parts, name: str = name
         ) -> Iterator[pa.RecordBatch]:
             for partition in sorted(parts):
-                summary = _Summary(name, partition, count_null_keys)
+                summary = _Summary(name, partition, count_null_keys, ends[topic, partition])
                 remove = remover(topic, partition)
                 where = f"{source} {topic}-{partition}"
                 assign = json.dumps({topic: [partition]})
@@ -231,14 +242,60 @@ def _rewrite(
             errorIfTopicExists="true",
             **writes,
         )
-    return summaries
+    if "://" in target:
+        return summaries
+    return [_pad(Path(target) / f"{s.topic}-{s.partition}", s) for s in summaries]
+
+
+def _end_offset(source: str, plain: dict[str, Any], part: PartitionLog) -> int:
+    """The next offset after the partition's last batch (control batches count): a shallow read
+    of its last segment."""
+    if not part.segments:
+        return 0
+    last = part.segments[-1]
+    options = {
+        k: v for k, v in plain.items() if k.lower() not in ("isolationlevel", "includeheaders")
+    }
+    options.update(
+        iteration="shallow",
+        assign=json.dumps({part.topic: [part.partition]}),
+        startingOffsets=json.dumps({part.topic: {str(part.partition): last.base_offset}}),
+    )
+    end = last.base_offset
+    for arrow_batch in iter_batches(source, ["batchLastOffset"], **options):
+        if arrow_batch.num_rows:
+            end = max(end, int(pc.max(arrow_batch.column(0)).as_py()) + 1)
+    return end
+
+
+def _pad(directory: Path, summary: PartitionSummary) -> PartitionSummary:
+    """Append empty batches (no records, not idempotent, no leader epoch) to the partition's last
+    segment, from after its last kept batch up to the source's end offset."""
+    start = summary.last_offset + 1 if summary.last_offset >= 0 else _log_start(directory)
+    if start >= summary.end_offset:
+        return summary
+    batches = []
+    for base in range(start, summary.end_offset, MAX_DELTA + 1):
+        last = min(base + MAX_DELTA, summary.end_offset - 1)
+        batches.append(encode_batch([], base_offset=base, last_offset_delta=last - base))
+    segment = max(directory.glob("*.log"))
+    with segment.open("ab") as log:
+        log.write(b"".join(batches))
+        log.flush()
+        os.fsync(log.fileno())
+    return replace(summary, padded=True)
+
+
+def _log_start(directory: Path) -> int:
+    return int(min(directory.glob("*.log")).stem)
 
 
 class _Summary:
     """Counts of one partition's rewrite, as its batches go by."""
 
-    def __init__(self, topic: str, partition: int, count_null_keys: bool) -> None:
+    def __init__(self, topic: str, partition: int, count_null_keys: bool, end: int) -> None:
         self.topic, self.partition, self.count_null_keys = topic, partition, count_null_keys
+        self.end = end
         self.records = self.removed = self.null_keys = 0
         self.first, self.last = -1, -1
 
@@ -256,7 +313,7 @@ class _Summary:
     def done(self) -> PartitionSummary:
         return PartitionSummary(
             self.topic, self.partition, self.records, self.removed, self.null_keys,
-            self.first, self.last,
+            self.first, self.last, self.end, False,
         )  # fmt: skip
 
 

@@ -207,9 +207,10 @@ def _broker_stopped(logdir: Path) -> Iterator[None]:
 
 
 def _line(name: str, summary: PartitionSummary, epochs: list[tuple[int, int]]) -> str:
+    padded = f"; an empty batch up to its end offset {summary.end_offset}" if summary.padded else ""
     if summary.first_offset < 0:
-        return f"{name}: no committed records in the archive; left empty"
+        return f"{name}: no committed records in the archive; left empty{padded}"
     return (
         f"{name}: {summary.records} records restored, offsets {summary.first_offset}.."
-        f"{summary.last_offset}, leader epochs {epochs}"
+        f"{summary.last_offset}, leader epochs {epochs}{padded}"
     )

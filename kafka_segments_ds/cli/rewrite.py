@@ -126,4 +126,5 @@ def _line(summary: rewrite.PartitionSummary, verb: str) -> str:
         if summary.first_offset >= 0
         else ""
     )
-    return f"{name}: {summary.records} records, {removed}{null_keys}, {kept} kept{span}"
+    padded = f"; an empty batch up to its end offset {summary.end_offset}" if summary.padded else ""
+    return f"{name}: {summary.records} records, {removed}{null_keys}, {kept} kept{span}{padded}"

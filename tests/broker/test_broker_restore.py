@@ -232,18 +232,25 @@ def renamed(rows: list[Row], topic: str) -> list[Row]:
 def test_consumer_group_resumes_on_a_restored_topic(broker: Broker, tmp_path: Path) -> None:
     src, dst = "restore-group-src", "restore-group-dst"
     broker.create_topic(src, PARTITIONS, internal_segment_bytes=4096)
-    # transactions (every third aborted), idempotent lz4 batches with headers
+    # idempotent lz4 batches with headers, then transactions (every third aborted)
+    broker.produce(src, 100, idempotent=True, compression="lz4", headers=2, tag="plain")
     broker.produce(
         src, 200, transactional_id="restore-tx", producers=2, txn_records=10, abort_every=3
     )
-    broker.produce(src, 100, idempotent=True, compression="lz4", headers=2, tag="plain")
     before = broker.consume(src, "read_committed", group="restore-g")  # commits its positions
     broker.produce(src, 150, compression="zstd", tag="after", null_key_every=7)
-    want = broker.consume(src, "read_committed")
+    # the log ends with an aborted transaction and its markers; a group commits at the end
+    broker.produce(
+        src, 40, transactional_id="restore-tx2", producers=2, txn_records=10, abort_every=2
+    )
+    want = broker.consume(src, "read_committed", group="restore-end")
     assert len(before) == 100 + 140  # 20 transactions of 10, 6 of them aborted
-    assert len(want) == len(before) + 150
+    assert len(want) == len(before) + 150 + 20
     offsets = committed_offsets(broker, tmp_path / "offsets", "restore-g", src)
-    assert sorted(offsets) == list(range(PARTITIONS))
+    at_end = committed_offsets(broker, tmp_path / "offsets-end", "restore-end", src)
+    assert sorted(offsets) == sorted(at_end) == list(range(PARTITIONS))
+    for p in range(PARTITIONS):  # a marker (or more) after the last record
+        assert at_end[p] > max(r[2] for r in want if r[1] == p) + 1
     archive = broker.snapshot(tmp_path / "archive", src)
 
     broker.create_topic(dst, PARTITIONS)
@@ -262,10 +269,18 @@ def test_consumer_group_resumes_on_a_restored_topic(broker: Broker, tmp_path: Pa
     broker.commit("restore-g2", dst, offsets)
     resumed = broker.consume(dst, "read_committed", group="restore-g2", from_committed=True)
     assert resumed == renamed([r for r in want if r[2] >= offsets[r[1]]], dst)
-    assert len(resumed) == 150  # exactly the records produced after the commit
+    assert len(resumed) == 150 + 20  # exactly the records produced after the commit
     # the whole topic: the same offsets, no aborted record, no transaction left open
     assert broker.consume(dst, "read_committed") == renamed(want, dst)
     assert broker.consume(dst) == renamed(want, dst)
+    # the end offsets kept (an empty batch spans the last markers): a group committed at the
+    # end is in range and gets exactly what is produced next, at the offsets that follow
+    broker.commit("restore-end2", dst, at_end)
+    broker.produce(dst, 4, tag="new")
+    fresh = broker.consume(dst, group="restore-end2", from_committed=True)
+    assert [(r[1], r[2]) for r in fresh] == [
+        (p, at_end[p] + i) for p in range(PARTITIONS) for i in range(2)
+    ]
 
 
 def test_consumer_group_resumes_on_a_topic_restored_from_its_tiered_bucket(

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from kafka_segments_ds import read_table, rewrite
+from kafka_segments_ds import read_table, rewrite, write_table
 from kafka_segments_ds.errors import InvalidInputError, InvalidOptionError, OutputExistsError
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_control_batch
 from kafka_segments_ds.records.compression import CompressionType
@@ -104,8 +104,8 @@ def test_erase_by_key_keeps_every_other_record_as_it_was(source: Path, tmp_path:
         1, 3, 4, 5, 6, 11, 13, 0, 1, 2,
     ]  # fmt: skip
     assert summaries == [
-        rewrite.PartitionSummary("t", 0, 10, 3, 0, 1, 13),
-        rewrite.PartitionSummary("t", 1, 3, 0, 0, 0, 2),
+        rewrite.PartitionSummary("t", 0, 10, 3, 0, 1, 13, 14, False),
+        rewrite.PartitionSummary("t", 1, 3, 0, 0, 0, 2, 3, False),
     ]
 
 
@@ -123,7 +123,7 @@ def test_erase_of_selected_partitions(source: Path, tmp_path: Path) -> None:
     summaries = rewrite.erase(
         source, tmp_path / "out", keys=["a1"], options={"assign": '{"t":[1]}'}
     )
-    assert summaries == [rewrite.PartitionSummary("t", 1, 3, 1, 0, 0, 2)]
+    assert summaries == [rewrite.PartitionSummary("t", 1, 3, 1, 0, 0, 2, 3, False)]
     got = read_table(tmp_path / "out", ["partition", "offset"])
     assert got.to_pylist() == [{"partition": 1, "offset": 0}, {"partition": 1, "offset": 2}]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["t-0", "t-1"]
@@ -137,7 +137,25 @@ def test_compact_keeps_the_last_record_of_each_key(source: Path, tmp_path: Path)
         source, {0: [5, 6, 11, 12, 13], 1: [0, 1, 2]}
     )
     assert got["value"].to_pylist()[2] is None
-    assert summaries[0] == rewrite.PartitionSummary("t", 0, 10, 5, 1, 5, 13)
+    assert summaries[0] == rewrite.PartitionSummary("t", 0, 10, 5, 1, 5, 13, 14, False)
+
+
+def test_a_partition_keeps_its_end_offset(source: Path, tmp_path: Path) -> None:
+    """Erasing the whole last batch (offsets 11-13) leaves an empty batch spanning 7-13 (the
+    commit marker at 7, the aborted 8-9, its marker at 10, the erased 11-13): the next offset
+    is still 14, for the broker and for an append."""
+    out = tmp_path / "out"
+    summaries = rewrite.erase(source, out, keys=["a", "c", "f"])
+    assert summaries[0] == rewrite.PartitionSummary("t", 0, 10, 6, 0, 1, 6, 14, True)
+    batches = read_table(out, ["batchBaseOffset", "batchLastOffset"], iteration="shallow",
+                         assign='{"t":[0]}')  # fmt: skip
+    assert batches.to_pylist()[-2:] == [
+        {"batchBaseOffset": 5, "batchLastOffset": 6},
+        {"batchBaseOffset": 7, "batchLastOffset": 13},
+    ]
+    assert read_table(out, ["offset"], assign='{"t":[0]}')["offset"].to_pylist() == [1, 4, 5, 6]
+    write_table(pa.table({"value": [b"x"], "partition": pa.array([0], pa.int32())}), out, topic="t")
+    assert read_table(out, ["offset"], assign='{"t":[0]}')["offset"].to_pylist()[-1] == 14
 
 
 def test_compacting_a_compacted_log_changes_nothing(source: Path, tmp_path: Path) -> None:
