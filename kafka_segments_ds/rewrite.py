@@ -140,7 +140,9 @@ def compact(
     partition, as Kafka's log cleaner does: a later record of a key removes the earlier ones,
     tombstones (null values) are kept as the last record of their key, and records without a
     key are removed (the cleaner counts them invalid). Unlike the cleaner, the whole log is
-    compacted, its last segment too, and tombstones are never dropped for their age.
+    compacted, its last segment too, and tombstones are never dropped for their age. A first
+    pass reads each partition's keys and offsets (memory: one partition's keys, where the
+    cleaner keeps a fixed-size map of key hashes and takes several passes).
     ``options`` and ``write_options`` as for :func:`erase`."""
 
     def shadowed(topic: str, partition: int) -> Callable[[pa.Table, str], np.ndarray]:

@@ -41,6 +41,7 @@ DESCRIPTION = (
     "records of committed transactions are restored as non-transactional batches."
 )
 PARTITION_METADATA = "partition.metadata"
+METADATA_MAX_BYTES = 4096
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # the broker's files of a new, empty partition, replaced by the restored ones
 REPLACED_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".deleted")
@@ -108,7 +109,8 @@ def parse_topic_id(text: str) -> str:
 
 def read_partition_metadata(path: Path) -> str:
     """The topic id of a broker's ``partition.metadata`` (``version: 0`` / ``topic_id: ID``)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    with path.open("rb") as handle:  # a few dozen bytes; more is not a partition.metadata
+        text = handle.read(METADATA_MAX_BYTES).decode("utf-8", errors="replace")
     fields = dict(line.partition(": ")[::2] for line in text.splitlines() if line.strip())
     if fields.get("version") != "0" or "topic_id" not in fields:
         raise InvalidInputError(

@@ -321,8 +321,36 @@ def test_consumer_group_resumes_on_a_topic_restored_from_its_tiered_bucket(
     assert broker.consume(dst) == renamed([r for r in want if r[2] < ends[r[1]]], dst)
 
 
+def spark_erase(spark, archive: Path, target: Path, topic: str, gone: set[bytes]) -> None:  # type: ignore[no-untyped-def]
+    """docs/recipes.md's Spark erasure: read with the metadata columns and read_committed,
+    filter, write with preserveOffsets into a new directory."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.read.format("kafkasegments")
+        .option("includeHeaders", "true")
+        .option("includeMetadata", "true")
+        .option("isolationLevel", "read_committed")
+        .load(str(archive))
+    )
+    kept = rows.where(~F.col("key").isin(*gone) | F.col("key").isNull()).drop(
+        "isTransactional", "isControl", "magic", "segment", "position", "topic"
+    )
+    (
+        kept.write.format("kafkasegments")
+        .mode("append")
+        .option("topic", topic)
+        .option("numPartitions", PARTITIONS)
+        .option("preserveOffsets", "true")
+        .option("errorIfTopicExists", "true")
+        .save(str(target))
+    )
+
+
 def test_erased_and_compacted_copies_load_with_their_offsets(
-    broker: Broker, tmp_path: Path
+    broker: Broker,
+    tmp_path: Path,
+    spark,  # type: ignore[no-untyped-def]
 ) -> None:
     src = "rewrite-src"
     broker.create_topic(src, PARTITIONS, internal_segment_bytes=4096)
@@ -337,6 +365,18 @@ def test_erased_and_compacted_copies_load_with_their_offsets(
     keys = [arg for k in sorted(gone) for arg in ("--key", k.decode())]
     assert main(["erase", str(archive), str(tmp_path / erased), *keys]) == 0
     assert main(["compact", str(archive), str(tmp_path / compacted)]) == 0
+    # the Spark recipe writes the same log as the command
+    spark_erase(spark, archive, tmp_path / "spark", src, gone)
+    where = ["segment", "position", "topic"]
+    assert (
+        read_table(tmp_path / "spark", includeMetadata=True, includeHeaders=True)
+        .drop_columns(where)
+        .equals(
+            read_table(tmp_path / erased, includeMetadata=True, includeHeaders=True).drop_columns(
+                where
+            )
+        )
+    )
     last: dict[tuple[int, bytes], Row] = {}
     for r in want:
         if r[3] is not None:

@@ -117,6 +117,10 @@ def test_refusals_leave_the_log_dir_unchanged(
     assert "a new topic name (c) needs one source topic; the selection holds 2: a, b" in err
     err = refused([*selected, "--topic-id", "AAAA"], capsys, log_dir)
     assert "a topic id is 16 bytes" in err
+    (log_dir / "a-1" / "partition.metadata").write_bytes(b"x" * 10_000)
+    err = refused(selected, capsys, log_dir)
+    assert "partition.metadata: not a partition.metadata file of version 0 with a topic_id" in err
+    (log_dir / "a-1" / "partition.metadata").write_text(f"version: 0\ntopic_id: {TOPIC_ID}\n")
     (log_dir / "a-1" / f"{0:020d}.log").write_bytes(b"records")
     err = refused(selected, capsys, log_dir)
     assert f"{log_dir / 'a-1' / f'{0:020d}.log'}: holds 7 bytes of records" in err
