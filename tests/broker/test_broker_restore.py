@@ -221,6 +221,18 @@ def committed_offsets(broker: Broker, copy: Path, group: str, topic: str) -> dic
     return out
 
 
+def create_target(broker: Broker, topic: str) -> None:
+    """Create the topic restored into, and wait for the broker to create its partition
+    directories (it does so after the controller answers)."""
+    broker.create_topic(topic, PARTITIONS)
+    deadline = time.monotonic() + UPLOAD_WAIT_S
+    while not all(
+        (broker.log_dir / f"{topic}-{p}" / "partition.metadata").exists() for p in range(PARTITIONS)
+    ):
+        assert time.monotonic() < deadline, f"the broker did not create {topic}'s directories"
+        time.sleep(0.1)
+
+
 def restore(archive: Path, broker: Broker, *args: str) -> None:
     assert main(["restore", str(archive), str(broker.log_dir), *args]) == 0
 
@@ -253,7 +265,7 @@ def test_consumer_group_resumes_on_a_restored_topic(broker: Broker, tmp_path: Pa
         assert at_end[p] > max(r[2] for r in want if r[1] == p) + 1
     archive = broker.snapshot(tmp_path / "archive", src)
 
-    broker.create_topic(dst, PARTITIONS)
+    create_target(broker, dst)
     broker.stop()
     restore(archive, broker, "--option", f"subscribe={src}", "--topic", dst)
     for p in range(PARTITIONS):
@@ -310,7 +322,7 @@ def test_consumer_group_resumes_on_a_topic_restored_from_its_tiered_bucket(
     ends = {p: 1 + max(r["offset"] for r in bucket if r["partition"] == p) for p in offsets}
     assert all(0 < offsets[p] < ends[p] for p in range(PARTITIONS)), (offsets, ends)
 
-    broker.create_topic(dst, PARTITIONS)
+    create_target(broker, dst)
     broker.stop()
     # the cluster gone, only the bucket left: restore from it
     restore(broker.tiered_dir, broker, "--option", f"subscribe={src}", "--topic", dst)
@@ -382,7 +394,7 @@ def test_erased_and_compacted_copies_load_with_their_offsets(
         if r[3] is not None:
             last[r[1], r[3]] = r
     for topic in (erased, compacted):
-        broker.create_topic(topic, PARTITIONS)
+        create_target(broker, topic)
     broker.kill()  # the next start recovers every restored segment: validates each batch
     for topic in (erased, compacted):
         restore(tmp_path / topic, broker, "--topic", topic)
