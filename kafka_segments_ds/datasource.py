@@ -32,7 +32,7 @@ FIXED_PUSHDOWN_SPARK = (5, 0)
 _INSTALL = "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)"
 
 
-def _spark_version(version: str) -> tuple[int, int]:
+def spark_version(version: str) -> tuple[int, int]:
     """``(major, minor)`` of a pyspark version string (``4.0.5``, ``4.1.0.dev1``, ``4.4.0rc1``)."""
     parts = version.split(".")
     try:
@@ -44,7 +44,7 @@ def _spark_version(version: str) -> tuple[int, int]:
 def check_spark_version(version: str) -> str | None:
     """Refuse a pyspark older than 4.0 (ImportError naming what to install); for one newer
     than the newest tested, the line to log (it runs: Spark keeps the API compatible)."""
-    found = _spark_version(version)
+    found = spark_version(version)
     if found < OLDEST_SPARK:
         raise ImportError(
             "the kafkasegments Spark data source needs pyspark 4.0 or later (Python data "
@@ -127,7 +127,7 @@ def takes_filters(push_filters: str, version: str) -> bool:
                 "no filters into a Python data source)"
             )
         return False
-    return push_filters == "true" or _spark_version(version) >= FIXED_PUSHDOWN_SPARK
+    return push_filters == "true" or spark_version(version) >= FIXED_PUSHDOWN_SPARK
 
 
 def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
@@ -145,7 +145,7 @@ def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
     min_ms: int | None = None
     for flt in filters:
         column = getattr(flt, "attribute", None)
-        value = getattr(flt, "value", None)
+        value: Any = getattr(flt, "value", None)
         values = tuple(value) if isinstance(flt, In) else (value,)
         equal = isinstance(flt, EqualTo | EqualNullSafe | In)
         if column == ("timestamp",):
@@ -280,7 +280,7 @@ class KafkaSegmentsDataSource(DataSource):
             )
         return paths, parse_read_options(options)
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         # Spark asks a batch and a streaming read alike, before either: take a stream's options
         # too (a batch read refuses them in reader())
         try:
@@ -290,13 +290,32 @@ class KafkaSegmentsDataSource(DataSource):
                 opts = parse_stream_options(self._paths()[1])[0]
             except InvalidOptionError:
                 raise err from None
-        return spark_ddl(default_columns(opts.include_headers, opts.include_metadata))
+        columns = default_columns(opts.include_headers, opts.include_metadata)
+        if opts.decode:  # valueFormat / keyFormat: the reader schemas' types (schemas.decode)
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            from kafka_segments_ds.schemas.decode import spark_read_schema, wants_decoding
+
+            if wants_decoding(opts):
+                return from_arrow_schema(spark_read_schema(self._paths()[0], opts, columns))
+        return spark_ddl(columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths, opts = self._parsed()
+        decoded = None
+        if opts.decode:
+            from kafka_segments_ds.schemas.decode import bind_registry, raw_columns, wants_decoding
+
+            if wants_decoding(opts):
+                opts = bind_registry(opts, paths)
+                decoded = (raw_columns(opts, schema.names), _arrow_schema(schema))
+        columns = decoded[0] if decoded else schema_columns(schema)
+        cls = KafkaSegmentsReader
         if takes_filters(opts.push_filters, pyspark.__version__):
-            return KafkaSegmentsFilteringReader(paths, opts, schema_columns(schema))
-        return KafkaSegmentsReader(paths, opts, schema_columns(schema))
+            cls = KafkaSegmentsFilteringReader
+        reader = cls(paths, opts, columns)
+        reader.decoded_schema = decoded[1] if decoded else None
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         paths, options = self._paths()
@@ -306,6 +325,8 @@ class KafkaSegmentsDataSource(DataSource):
                 'spark.readStream.format("kafkasegments").load("/path/to/kafka-logs")'
             )
         opts, stream = parse_stream_options(options)
+        if any(k in ("valueformat", "keyformat") and v.lower() != "raw" for k, v in opts.decode):
+            raise InvalidOptionError("valueFormat / keyFormat are for batch reads (spark.read)")
         limits = [
             name
             for name, value in (
@@ -397,6 +418,7 @@ class KafkaSegmentsReader(DataSourceReader):
         self.options = options
         self.columns = columns
         self.pruning: Pruning | None = None  # from pushed filters (KafkaSegmentsFilteringReader)
+        self.decoded_schema: pa.Schema | None = None  # valueFormat / keyFormat: Spark's types
 
     def partitions(self) -> Sequence[InputPartition]:
         from kafka_segments_ds.planning import plan_partitions, plan_scan
@@ -412,7 +434,12 @@ class KafkaSegmentsReader(DataSourceReader):
         return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(partition, self.options, self.columns)
+        batches = _read_partition(partition, self.options, self.columns)
+        if self.decoded_schema is None:
+            return batches
+        from kafka_segments_ds.schemas.decode import cast_batches
+
+        return cast_batches(batches, self.decoded_schema)
 
 
 class KafkaSegmentsFilteringReader(KafkaSegmentsReader):
@@ -487,16 +514,16 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
             self._planner = StreamPlanner(self.paths, self.options, self.stream)
         return self._planner
 
-    def initialOffset(self) -> dict:  # type: ignore[type-arg]
+    def initialOffset(self) -> dict[str, Any]:
         from kafka_segments_ds.reader.stream import offsets_to_json
 
         return offsets_to_json(self.planner.initial_offsets())
 
-    def latestOffset(  # type: ignore[override]
+    def latestOffset(
         self,
-        start: dict | None = None,
-        limit: object | None = None,  # type: ignore[type-arg]
-    ) -> dict:  # type: ignore[type-arg]
+        start: dict[str, Any] | None = None,
+        limit: object | None = None,
+    ) -> dict[str, Any]:
         """pyspark 4.2+ passes the batch's start and a read limit; 4.0 and 4.1 pass neither."""
         from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
 

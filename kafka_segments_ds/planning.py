@@ -140,20 +140,20 @@ def plan_scan(
         )
         assert filesystem is not None
         if start_ts is not None and start_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, start_ts, options, read_records)
-            if found is None:
+            at = offset_for_timestamp(filesystem, part, start_ts, options, read_records)
+            if at is None:
                 if options.starting_by_timestamp_strategy == "error":
                     raise InvalidOptionError(
                         f"no offset of {_name(part)} has a timestamp >= {start_ts} "
                         "(startingOffsetsByTimestampStrategy=error)"
                     )
                 continue  # "latest": nothing to read
-            start = found
+            start = at
         elif start_ts == LATEST:
             continue
         if end_ts is not None and end_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, end_ts, options, read_records)
-            end = found if found is not None else LATEST
+            at = offset_for_timestamp(filesystem, part, end_ts, options, read_records)
+            end = at if at is not None else LATEST
         elif end_ts == EARLIEST:
             continue
         first_base = part.segments[0].base_offset

@@ -18,10 +18,9 @@ import pyarrow.fs as pafs
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError, KafkaSegmentsError, NoKafkaDataError
 from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import PartitionLog, merge_partitions
+from kafka_segments_ds.layout import TIERED_LAYOUTS, PartitionLog, merge_partitions
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
-from kafka_segments_ds.tiered.layouts import TIERED_LAYOUTS
 
 TopicPartition = tuple[str | None, int | None]
 SHOWN_NAMES = 20  # partitions or topics named in a message, the rest counted

@@ -72,6 +72,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--partitions", "2", "--segments", "5", "--data", "{data}"],
         ["10 segments in 2 partitions", "startingTimestamp"],
     ),
+    "schemas": (
+        "bench_schemas.py",
+        ["--records", "2000", "--repeat", "1", "--data", "{data}"],
+        ["fastavro loop", "ratio decode step / fastavro loop"],
+    ),
     # installs the package into a fresh venv (a wheel build: about a minute)
     "coldstart": (
         "bench_coldstart.py",

@@ -78,7 +78,8 @@ def test_every_cli_flag_is_documented() -> None:
     headings = set(re.findall(r"^## (\S+)$", text, re.MULTILINE))
     commands = _subcommands()
     assert set(commands) == {
-        "dump", "verify", "stats", "rebuild-index", "recover", "restore", "erase", "compact",
+        "dump", "verify", "stats", "rebuild-index", "recover", "schemas", "restore", "erase",
+        "compact",
     }  # fmt: skip
     assert set(commands) <= headings
     documented = _code_names("cli.md")

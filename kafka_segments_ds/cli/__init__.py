@@ -1,5 +1,5 @@
-"""``kafka-segments``: dump, verify, stats, rebuild-index, recover, restore, erase and compact for
-Kafka log segments.
+"""``kafka-segments``: dump, verify, stats, rebuild-index, recover, schemas, restore, erase and
+compact for Kafka log segments.
 
 Every command streams through :func:`kafka_segments_ds.iter_batches` (bounded memory) or reads
 one segment at a time. Exit status, the same for every command (``--help`` shows it): 0 ok,
@@ -7,7 +7,7 @@ one segment at a time. Exit status, the same for every command (``--help`` shows
 index files are wrong (``rebuild-index`` fixes them), 130 interrupted.
 
 One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``,
-``restore``; ``rewrite`` holds ``erase`` and ``compact``), each with
+``schemas``, ``restore``; ``rewrite`` holds ``erase`` and ``compact``), each with
 ``NAME``/``SUMMARY``/``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args) -> int``
 (``OWN_PATHS``: it declares its positional arguments itself); ``common`` holds what they share.
 """
@@ -20,7 +20,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 
-from kafka_segments_ds.cli import dump, rebuild_index, recover, restore, stats, verify
+from kafka_segments_ds.cli import dump, rebuild_index, recover, restore, schemas, stats, verify
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_INDEX,
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reader option, e.g. fs.s3.region=eu-west-1",
     )
     common.add_argument("--quiet", action="store_true", help="no progress bar")
-    for command in (dump, verify, stats, rebuild_index, recover, restore, erase, compact):
+    for command in (dump, verify, stats, rebuild_index, recover, schemas, restore, erase, compact):
         sub = commands.add_parser(
             command.NAME,
             parents=[common],

@@ -103,7 +103,8 @@ def _write_bytes(data: bytes | memoryview, stream: TextIO) -> None:
 
 def render_bytes(data: bytes | None, encoding: str) -> Any:
     """Render a key/value for JSON output: utf8 (bad bytes become U+FFFD) | escaped (bad bytes
-    as ``\\xNN``) | hex | base64 | json (embedded when the bytes parse as JSON, else utf8).
+    as ``\\xNN``) | hex | base64 | json (embedded when the bytes parse as JSON, or the bytes
+    after Confluent's 5-byte wire-format header do, else utf8).
 
     ``None`` (a tombstone, a null key) stays ``None``; bytes never render as JSON null, so the
     four bytes ``null`` under ``json`` are the string ``"null"``.
@@ -117,11 +118,12 @@ def render_bytes(data: bytes | None, encoding: str) -> Any:
     if encoding == "escaped":
         return data.decode("utf-8", errors="backslashreplace")
     if encoding == "json":
-        try:
-            parsed = json.loads(data)
-        except ValueError:
-            pass
-        else:
+        # a value in Confluent's wire format (0x00, a 4-byte schema id, JSON): its JSON
+        for start in (0, 5) if data[:1] == b"\x00" else (0,):
+            try:
+                parsed = json.loads(data[start:])
+            except ValueError:
+                continue
             if parsed is not None:
                 return parsed
     return data.decode("utf-8", errors="replace")
@@ -145,7 +147,8 @@ def progress(items: list[Any], quiet: bool, desc: str) -> Iterable[Any]:
         return items
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
+    bar: Iterable[Any] = tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
+    return bar
 
 
 def worst_status(statuses: Iterable[int]) -> int:
@@ -168,7 +171,8 @@ def storage_error(err: OSError, path: str | None) -> StorageError:
 def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
     """A whole file; OS errors become :class:`StorageError`."""
     try:
-        return read_file(filesystem, path).to_pybytes()
+        data: bytes = read_file(filesystem, path).to_pybytes()
+        return data
     except OSError as err:
         raise storage_error(err, display_path(filesystem, path)) from err
 

@@ -46,7 +46,6 @@ from kafka_segments_ds.planning import (
     offset_for_timestamp,
     plan_partitions,
     segment_tasks,
-    select_partitions,
 )
 from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.source import SegmentSource
@@ -58,7 +57,7 @@ from kafka_segments_ds.records.batches import (
     decode_entry_head,
 )
 from kafka_segments_ds.scan_task import ScanTask
-from kafka_segments_ds.selection import check_all_named
+from kafka_segments_ds.selection import check_all_named, select_partitions
 from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 from kafka_segments_ds.tiered.layouts import ManifestCache

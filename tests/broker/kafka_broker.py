@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +82,6 @@ class Broker:
     def kill(self) -> None:
         """SIGKILL: the next start recovers the log dir."""
         self._script("stop", str(self.home), "--kill")
-
-    def restart(self, *, unclean: bool = False) -> None:
-        self.kill() if unclean else self.stop()
-        self.start()
 
     def run_class(self, java_class: str, *args: str) -> str:
         """Run a class on the cached classpath (Kafka's tools, e.g.
@@ -235,3 +233,28 @@ def table_rows(table: pa.Table) -> list[Row]:
         )
     ]
     return sorted(rows, key=lambda r: (r[1], r[2]))
+
+
+WAIT_S = 120  # for the cleaner and the retention check; both run every second or less here
+
+
+def wait_for(what: str, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the broker did not {what} within {WAIT_S} s")
+        time.sleep(0.2)
+
+
+def cleaner_checkpoint(log_dir: Path, topic: str) -> int:
+    """The offset up to which the log cleaner has cleaned ``topic``-0 (-1: not yet)."""
+    path = log_dir / "cleaner-offset-checkpoint"
+    try:
+        lines = path.read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return -1
+    for line in lines:
+        name, partition, offset = line.split()
+        if name == topic and partition == "0":
+            return int(offset)
+    return -1

@@ -27,11 +27,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from kafka_broker import Broker, Row, table_rows
 
 from kafka_segments_ds import read_table, write_table
 from kafka_segments_ds.cli import main
 from kafka_segments_ds.internal_topics.consumer_offsets import decode_consumer_offsets
+
+from .kafka_broker import Broker, Row, table_rows
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 2

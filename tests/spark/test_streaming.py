@@ -4,7 +4,7 @@ and during triggers, restarts from a checkpoint, data loss, Trigger.AvailableNow
 Most tests run queries on the shared SparkSession (memory sink, processAllAvailable); the
 planner (:class:`kafka_segments_ds.reader.stream.StreamPlanner`) is also driven directly where
 Spark would hide what is checked (warnings logged in Spark's Python worker, S3 requests; the
-clock of maxTriggerDelay in tests/test_stream_trigger.py).
+clock of maxTriggerDelay in tests/streaming/test_stream_trigger.py).
 """
 
 from __future__ import annotations
@@ -36,13 +36,7 @@ from kafka_segments_ds.reader.stream import (
 )
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_control_batch
-
-_spec = importlib.util.spec_from_file_location(
-    "concurrent_append", Path(__file__).resolve().parents[1] / "test_concurrent_append.py"
-)
-assert _spec is not None and _spec.loader is not None
-concurrent = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(concurrent)
+from tests.support import appender as concurrent
 
 TS0 = 1_700_000_000_000
 # pyspark 4.2+ passes read limits (maxOffsetsPerTrigger, minOffsetsPerTrigger) to the source
@@ -393,7 +387,7 @@ def test_appends_during_triggers_are_read_as_whole_batches(spark, tmp_path: Path
 def test_stream_of_a_segment_being_written_in_pieces(
     spark, tmp_path: Path, queries, preallocate: bool
 ) -> None:  # type: ignore[no-untyped-def]
-    """The appender of tests/test_concurrent_append.py writes each batch in four pieces (into
+    """The appender of tests/support/appender.py writes each batch in four pieces (into
     a zero-filled preallocated .log too), indexes in place; a trigger after every piece."""
     directory = tmp_path / "logs" / "live-0"
     directory.mkdir(parents=True)
@@ -478,9 +472,8 @@ class TieredBucket:
     encrypted chunks) into ``root/bucket/`` as they roll."""
 
     def __init__(self, root: Path) -> None:
-        from test_tiered_support import rsa_key_pair
-
-        from kafka_segments_ds.tiered.upload import Encryption, kafka_uuid
+        from tests.support.tiered import rsa_key_pair
+        from tests.support.upload import Encryption, kafka_uuid
 
         self.log = LiveLog(root / "broker", "t", 0)
         self.stage = root / "rolled" / "t-0"  # the rolled segments: what tiering uploads
@@ -504,7 +497,7 @@ class TieredBucket:
 
     def upload(self, unfinished: tuple[int, ...] = ()) -> None:
         """Every rolled segment, again (the same objects: same topic and segment ids)."""
-        from kafka_segments_ds.tiered.upload import upload_aiven
+        from tests.support.upload import upload_aiven
 
         upload_aiven(
             self.stage,
@@ -956,7 +949,7 @@ def test_stream_from_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-unt
 
 def test_stream_of_a_tiered_bucket_on_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-untyped-def]
     """An Aiven bucket on the loopback S3 server, encrypted zstd chunks, growing by a segment."""
-    from kafka_segments_ds.tiered.upload import upload_aiven
+    from tests.support.upload import upload_aiven
 
     tiered = TieredBucket(tmp_path)
     tiered.roll_and_upload(4)
