@@ -57,6 +57,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--records", "1000", "--chunk-mb", "1", "--rounds", "1", "--data", "{data}"],
         ["aiven uncompressed / plain log dir", '"rows": 3996'],
     ),
+    "preserve": (
+        "bench_preserve.py",
+        ["--mb", "1", "--runs", "1", "--dir", "{data}"],
+        ["preserveOffsets write_table: median", "speed ratio preserveOffsets / parquet"],
+    ),
     "write_builder": (
         "bench_write.py",
         ["builder", "--records", "2000", "--runs", "1"],

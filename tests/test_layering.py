@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("planning", "transactions"),
     ("reader", "writer", "schemas"),
     ("streaming",),
-    ("datasource", "cli", "samples", "__init__", "__main__"),
+    ("datasource", "cli", "rewrite", "samples", "__init__", "__main__"),
 )
 FORBIDDEN_SIDEWAYS = {("reader", "writer"), ("writer", "reader")}
 

@@ -141,11 +141,30 @@ class Broker:
                 args += [flag, str(value)]
         return json.loads(self.tool("produce", *args).strip().splitlines()[-1])
 
-    def consume(self, topic: str, isolation: str = "read_uncommitted") -> list[Row]:
-        """Every record of ``topic`` a consumer fetches, in (partition, offset) order."""
-        out = self.tool("consume", "--topic", topic, "--isolation", isolation)
+    def consume(
+        self,
+        topic: str,
+        isolation: str = "read_uncommitted",
+        *,
+        group: str | None = None,
+        from_committed: bool = False,
+    ) -> list[Row]:
+        """Every record of ``topic`` a consumer fetches, in (partition, offset) order: from the
+        beginning, or from ``group``'s committed offsets (``from_committed``); with ``group``,
+        the positions reached are committed."""
+        args = ["--topic", topic, "--isolation", isolation]
+        if group is not None:
+            args += ["--group", group] + (["--from-committed"] if from_committed else [])
+        out = self.tool("consume", *args)
         rows = [_consumer_row(json.loads(line)) for line in out.splitlines() if line.strip()]
         return sorted(rows, key=lambda r: (r[1], r[2]))
+
+    def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Set ``group``'s committed offsets of ``topic`` (partition -> offset)."""
+        args = ["--group", group, "--topic", topic]
+        for partition, offset in sorted(offsets.items()):
+            args += ["--offset", f"{partition}={offset}"]
+        self.tool("commit", *args)
 
     def snapshot(self, dest: Path, *topics: str) -> Path:
         """A copy of the log dir (of the partition dirs of ``topics`` only, when given), taken

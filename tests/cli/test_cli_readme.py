@@ -37,8 +37,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_examples_are_found() -> None:
-    assert len(COMMANDS) == 12
-    assert {argv[0] for argv in COMMANDS} == {"dump", "verify", "stats", "rebuild-index", "recover"}
+    assert len(COMMANDS) == 14
+    assert {argv[0] for argv in COMMANDS} == {
+        "dump", "verify", "stats", "rebuild-index", "recover", "erase", "compact",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
