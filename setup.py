@@ -44,7 +44,9 @@ EXTENSIONS = [
         (f"{RECORDS}/_crc32c.h", f"{RECORDS}/_crc32c.pxd", f"{RECORDS}/_bytes.pxd"),
     ),
     _extension(
-        "kafka_segments_ds.cli._jsonl", "kafka_segments_ds/cli/_jsonl.pyx", (f"{RECORDS}/_bytes.pxd",)
+        "kafka_segments_ds.cli._jsonl",
+        "kafka_segments_ds/cli/_jsonl.pyx",
+        (f"{RECORDS}/_bytes.pxd",),
     ),
 ]
 

@@ -45,6 +45,8 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 sys.path.insert(0, str(Path(__file__).parent))
+# tests.support.upload (the bucket writer is a test helper, not part of the package)
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from bench_memory import build_segment
 from bench_planning import build as build_tiny_segments
@@ -55,8 +57,8 @@ from kafka_segments_ds.index import rebuild_indexes
 from kafka_segments_ds.options import parse_read_options, parse_stream_options
 from kafka_segments_ds.planning import plan_scan
 from kafka_segments_ds.reader import read_task
-from kafka_segments_ds.reader.stream import StreamPlanner
 from kafka_segments_ds.records.compression import CompressionType
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 
 def load() -> str:
@@ -114,7 +116,7 @@ def planning_case(data: Path, partitions: int, segments: int, repeat: int) -> No
 def build_tiered_bucket(root: Path, bucket: Path) -> Path:
     """The partitions of ``root`` uploaded as Aiven's tiered storage plugin writes them
     (``.log``, ``.indexes``, ``.rsm-manifest`` per segment) into a directory."""
-    from kafka_segments_ds.tiered.upload import upload_aiven
+    from tests.support.upload import upload_aiven
 
     marker = bucket / ".complete"
     if marker.exists():

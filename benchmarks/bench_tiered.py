@@ -40,7 +40,10 @@ from kafka_segments_ds import read_table
 from kafka_segments_ds.fs import resolve
 from kafka_segments_ds.samples import write_sample_log_dir
 from kafka_segments_ds.tiered.aiven import parse_manifest
-from kafka_segments_ds.tiered.upload import upload_aiven
+
+# the bucket writer is a test helper (tests/support/upload.py), not part of the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.upload import upload_aiven
 
 
 def build(root: Path, records: int, chunk: int) -> tuple[Path, Path, Path]:

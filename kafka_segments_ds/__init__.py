@@ -1,7 +1,7 @@
 """Read Apache Kafka log segment files (``.log`` + indexes) directly into Arrow and Spark.
 
 Public API: :func:`read_table`, :func:`iter_batches`, :func:`write_table`, :func:`recover`,
-:func:`register` and the exceptions in :mod:`kafka_segments_ds.errors`.
+:func:`register`, :func:`schemas` and the exceptions in :mod:`kafka_segments_ds.errors`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from kafka_segments_ds.errors import (
     MissingCodecError,
     NoKafkaDataError,
     OutputExistsError,
+    SchemaError,
     StorageError,
+    UndecodableValueError,
     UnsafePathError,
     UnsupportedFormatError,
 )
@@ -46,7 +48,9 @@ __all__ = [
     "MissingCodecError",
     "NoKafkaDataError",
     "OutputExistsError",
+    "SchemaError",
     "StorageError",
+    "UndecodableValueError",
     "UnsafePathError",
     "UnsupportedFormatError",
     "__version__",
@@ -54,6 +58,7 @@ __all__ = [
     "read_table",
     "recover",
     "register",
+    "schemas",
     "write_table",
 ]
 
@@ -87,6 +92,20 @@ def _is_registered(spark: Any, name: str) -> bool:
     return bool(jsession.sessionState().dataSourceManager().dataSourceExists(name))
 
 
+def schemas(
+    path: str | os.PathLike[str] | list[str], schemasTopic: str = "_schemas", **storage: str
+) -> list[Any]:
+    """Every schema of the Schema Registry archived under ``path``: its ``schemasTopic`` replayed
+    as the registry does (or, for an ``http(s)://`` URL, a live registry's), as
+    :class:`~kafka_segments_ds.schemas.registry.SchemaVersion` (subject, version, id, type,
+    schema, references, deleted), by subject and version; soft-deleted versions included.
+    ``storage``: ``fs.*`` options of remote storage."""
+    from kafka_segments_ds.schemas import read_schemas
+
+    where = [os.fspath(p) for p in path] if isinstance(path, list) else os.fspath(path)
+    return list(read_schemas(where, schemasTopic, **storage))
+
+
 def iter_batches(
     path: str | os.PathLike[str] | list[str], columns: list[str] | None = None, **options: Any
 ) -> Iterator[pa.RecordBatch]:
@@ -111,6 +130,8 @@ def iter_batches(
     # one sequential reader: split segments only when the caller asked for it
     split = any(k.lower() in ("maxbytesperpartition", "minpartitions") for k in options)
     plan = plan_scan(path, opts, split=split, read_records=read_task)
+    if opts.decode:
+        opts = _bind_decoding(path, opts, cols, plan.tasks)
     if not cols:  # no columns, one row per record all the same (a count), like pyarrow's readers
         for arrow_batch in join_small_batches(read_tasks(plan.tasks, opts, ("offset",)), opts):
             yield arrow_batch.select([])
@@ -141,7 +162,11 @@ def read_table(
         ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``, ``isolationLevel``,
         ``includeHeaders``, ``includeMetadata``, ``mode`` (``FAILFAST`` | ``DROPMALFORMED``),
         ``verifyChecksums``, ``failOnDataLoss``, ``maxDecompressedBytes``, ``maxBatchBytes``,
-        ``readChunkBytes``, ``batchRows``; ``fs.*`` keys configure remote storage.
+        ``readChunkBytes``, ``batchRows``; ``fs.*`` keys configure remote storage;
+        ``valueFormat`` / ``keyFormat`` (``raw`` | ``avro`` | ``protobuf`` | ``json`` |
+        ``auto``), ``schemaRegistry``, ``valueSchemaSubject``, ``valueSchemaVersion``,
+        ``includeRawValue`` and their key twins decode values in Confluent's wire format with
+        the Schema Registry archived beside them (docs/options.md).
 
     Returns
     -------
@@ -162,6 +187,9 @@ def read_table(
         names what is not there (``allowEmpty=true``: 0 rows instead).
     StorageError
         The storage cannot be reached or read (names the URI and the endpoint).
+    UndecodableValueError
+        With ``valueFormat``/``keyFormat`` and ``mode=FAILFAST``: a value that does not decode
+        (names topic, partition, offset and schema id).
     """
     import pyarrow as pa
 
@@ -175,7 +203,27 @@ def read_table(
         else default_columns(opts.include_headers, opts.include_metadata)
     )
     batches = list(iter_batches(path, list(cols), **options))
-    return pa.Table.from_batches(batches, schema=arrow_schema(cols))
+    schema = arrow_schema(cols)
+    if opts.decode:  # the decoded columns' types (one reader schema per column, checked)
+        from kafka_segments_ds.schemas.decode import decoded_read_schema
+
+        schema = batches[0].schema if batches else decoded_read_schema(path, opts, schema)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _bind_decoding(
+    path: str | os.PathLike[str] | list[str], opts: Any, cols: tuple[str, ...], tasks: Any
+) -> Any:
+    """``opts`` with the schema registry bound to ``path``, after checking that the read's
+    topics share one reader schema per decoded column (the column's type)."""
+    from kafka_segments_ds.schema import arrow_schema
+    from kafka_segments_ds.schemas.decode import bind_registry, decoded_schema, wants_decoding
+
+    if not wants_decoding(opts):
+        return opts
+    opts = bind_registry(opts, path)
+    decoded_schema(opts, arrow_schema(cols), sorted({t.topic for t in tasks}, key=str))
+    return opts
 
 
 def write_table(

@@ -12,7 +12,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ FIXED_PUSHDOWN_SPARK = (5, 0)
 _INSTALL = "pip install 'kafka-segments-ds[spark]' (or use the pyspark 4.0+ your platform provides)"
 
 
-def _spark_version(version: str) -> tuple[int, int]:
+def spark_version(version: str) -> tuple[int, int]:
     """``(major, minor)`` of a pyspark version string (``4.0.5``, ``4.1.0.dev1``, ``4.4.0rc1``)."""
     parts = version.split(".")
     try:
@@ -44,7 +44,7 @@ def _spark_version(version: str) -> tuple[int, int]:
 def check_spark_version(version: str) -> str | None:
     """Refuse a pyspark older than 4.0 (ImportError naming what to install); for one newer
     than the newest tested, the line to log (it runs: Spark keeps the API compatible)."""
-    found = _spark_version(version)
+    found = spark_version(version)
     if found < OLDEST_SPARK:
         raise ImportError(
             "the kafkasegments Spark data source needs pyspark 4.0 or later (Python data "
@@ -116,8 +116,8 @@ from kafka_segments_ds.schema import BY_NAME, check_columns, default_columns, sp
 
 if TYPE_CHECKING:
     from kafka_segments_ds.planning import Pruning
-    from kafka_segments_ds.reader.stream import StreamPlanner
     from kafka_segments_ds.scan_task import ScanTask
+    from kafka_segments_ds.streaming.planner import Offsets, StreamPlanner
     from kafka_segments_ds.writer.sink import SinkSpec
     from kafka_segments_ds.writer.task import JobSpec, TaskResult
 
@@ -134,7 +134,7 @@ def takes_filters(push_filters: str, version: str) -> bool:
                 "no filters into a Python data source)"
             )
         return False
-    return push_filters == "true" or _spark_version(version) >= FIXED_PUSHDOWN_SPARK
+    return push_filters == "true" or spark_version(version) >= FIXED_PUSHDOWN_SPARK
 
 
 def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
@@ -152,7 +152,7 @@ def pruning_from_filters(filters: Iterable[Filter]) -> Pruning:
     min_ms: int | None = None
     for flt in filters:
         column = getattr(flt, "attribute", None)
-        value = getattr(flt, "value", None)
+        value: Any = getattr(flt, "value", None)
         values = tuple(value) if isinstance(flt, In) else (value,)
         equal = isinstance(flt, EqualTo | EqualNullSafe | In)
         if column == ("timestamp",):
@@ -251,7 +251,7 @@ class KafkaSegmentsDataSource(DataSource):
     latest / JSON; default latest), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
     ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (read limits:
     pyspark 4.2+), ``failOnDataLoss``; ``Trigger.AvailableNow`` reads what is there when the
-    query starts and stops (see :mod:`kafka_segments_ds.reader.stream`).
+    query starts and stops (see :mod:`kafka_segments_ds.streaming`).
 
     ``pushFilters`` (true | false | auto): whether the reader takes the filters Spark pushes
     (comparisons on ``topic``, ``partition``, ``offset``, ``timestamp``) to skip segments and
@@ -287,7 +287,7 @@ class KafkaSegmentsDataSource(DataSource):
             )
         return paths, parse_read_options(options)
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         # Spark asks a batch and a streaming read alike, before either: take a stream's options
         # too (a batch read refuses them in reader())
         try:
@@ -297,13 +297,32 @@ class KafkaSegmentsDataSource(DataSource):
                 opts = parse_stream_options(self._paths()[1])[0]
             except InvalidOptionError:
                 raise err from None
-        return spark_ddl(default_columns(opts.include_headers, opts.include_metadata))
+        columns = default_columns(opts.include_headers, opts.include_metadata)
+        if opts.decode:  # valueFormat / keyFormat: the reader schemas' types (schemas.decode)
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            from kafka_segments_ds.schemas.decode import spark_read_schema, wants_decoding
+
+            if wants_decoding(opts):
+                return from_arrow_schema(spark_read_schema(self._paths()[0], opts, columns))
+        return spark_ddl(columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         paths, opts = self._parsed()
+        decoded = None
+        if opts.decode:
+            from kafka_segments_ds.schemas.decode import bind_registry, raw_columns, wants_decoding
+
+            if wants_decoding(opts):
+                opts = bind_registry(opts, paths)
+                decoded = (raw_columns(opts, schema.names), _arrow_schema(schema))
+        columns = decoded[0] if decoded else schema_columns(schema)
+        cls = KafkaSegmentsReader
         if takes_filters(opts.push_filters, pyspark.__version__):
-            return KafkaSegmentsFilteringReader(paths, opts, schema_columns(schema))
-        return KafkaSegmentsReader(paths, opts, schema_columns(schema))
+            cls = KafkaSegmentsFilteringReader
+        reader = cls(paths, opts, columns)
+        reader.decoded_schema = decoded[1] if decoded else None
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         paths, options = self._paths()
@@ -313,6 +332,8 @@ class KafkaSegmentsDataSource(DataSource):
                 'spark.readStream.format("kafkasegments").load("/path/to/kafka-logs")'
             )
         opts, stream = parse_stream_options(options)
+        if any(k in ("valueformat", "keyformat") and v.lower() != "raw" for k, v in opts.decode):
+            raise InvalidOptionError("valueFormat / keyFormat are for batch reads (spark.read)")
         limits = [
             name
             for name, value in (
@@ -411,6 +432,7 @@ class KafkaSegmentsReader(DataSourceReader):
         self.options = options
         self.columns = columns
         self.pruning: Pruning | None = None  # from pushed filters (KafkaSegmentsFilteringReader)
+        self.decoded_schema: pa.Schema | None = None  # valueFormat / keyFormat: Spark's types
 
     def partitions(self) -> Sequence[InputPartition]:
         from kafka_segments_ds.planning import plan_partitions, plan_scan
@@ -426,7 +448,12 @@ class KafkaSegmentsReader(DataSourceReader):
         return [SegmentScanPartition(tasks) for tasks in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(partition, self.options, self.columns)
+        batches = _read_partition(partition, self.options, self.columns)
+        if self.decoded_schema is None:
+            return batches
+        from kafka_segments_ds.schemas.decode import cast_batches
+
+        return cast_batches(batches, self.decoded_schema)
 
 
 class KafkaSegmentsFilteringReader(KafkaSegmentsReader):
@@ -496,24 +523,20 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
     @property
     def planner(self) -> StreamPlanner:
         if self._planner is None:
-            from kafka_segments_ds.reader.stream import StreamPlanner
+            from kafka_segments_ds.streaming.planner import StreamPlanner
 
             self._planner = StreamPlanner(self.paths, self.options, self.stream)
         return self._planner
 
-    def initialOffset(self) -> dict:  # type: ignore[type-arg]
-        from kafka_segments_ds.reader.stream import offsets_to_json
-
+    def initialOffset(self) -> dict[str, Any]:
         return offsets_to_json(self.planner.initial_offsets())
 
-    def latestOffset(  # type: ignore[override]
+    def latestOffset(
         self,
-        start: dict | None = None,
-        limit: object | None = None,  # type: ignore[type-arg]
-    ) -> dict:  # type: ignore[type-arg]
+        start: dict[str, Any] | None = None,
+        limit: object | None = None,
+    ) -> dict[str, Any]:
         """pyspark 4.2+ passes the batch's start and a read limit; 4.0 and 4.1 pass neither."""
-        from kafka_segments_ds.reader.stream import offsets_from_json, offsets_to_json
-
         max_offsets = min_offsets = None
         if _HAS_ADMISSION_CONTROL and not isinstance(limit, ReadAllAvailable | None):
             # A ReadLimit holds one limit: the one getDefaultReadLimit gave, the other from
@@ -539,8 +562,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict | None:  # type: ignore[type-arg]
-        from kafka_segments_ds.reader.stream import offsets_to_json
-
         reported = self.planner.reported
         return None if reported is None else offsets_to_json(reported)
 
@@ -552,8 +573,6 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
         start: dict,  # type: ignore[type-arg]
         end: dict,  # type: ignore[type-arg]
     ) -> Sequence[InputPartition]:
-        from kafka_segments_ds.reader.stream import offsets_from_json
-
         packed = self.planner.plan(
             offsets_from_json(start), offsets_from_json(end), default_parallelism()
         )
@@ -564,6 +583,39 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, *_STREAM_MIXINS):  # typ
 
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]
         """Nothing to release: the archive is read, never consumed."""
+
+
+def offsets_to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    """The planner's offsets as the streaming Offset Spark keeps in its checkpoint:
+    ``{("t", 0): 5}`` -> ``{"t": {"0": 5}}`` (Spark's Kafka source's JSON), topics and
+    partitions in order (Spark compares offsets as JSON text: the same offsets must always
+    read the same)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: Any) -> Offsets:
+    """The inverse of :func:`offsets_to_json`, checked (a checkpoint may be edited by hand)."""
+    if not isinstance(data, Mapping):
+        raise InvalidOptionError(f'stream offsets must look like {{"topic":{{"0":23}}}}: {data!r}')
+    out: Offsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, Mapping):
+            raise InvalidOptionError(f"stream offsets of topic {topic!r} must be an object")
+        for partition, offset in parts.items():
+            if (
+                not str(partition).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < 0
+            ):
+                raise InvalidOptionError(
+                    f"stream offset {topic}-{partition} = {offset!r} is not an offset"
+                )
+            out[(str(topic), int(partition))] = offset
+    return out
 
 
 def default_parallelism() -> int:

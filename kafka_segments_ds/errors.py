@@ -84,15 +84,13 @@ class UnsupportedFormatError(CorruptSegmentError):
 class MissingCodecError(KafkaSegmentsError):
     """The Python package for a compression codec is not installed."""
 
-    def __init__(self, codec: str, package: str) -> None:
-        self.codec, self.package = codec, package
-        super().__init__(
-            f"reading {codec}-compressed batches needs the '{package}' package: "
-            f"pip install {package}"
-        )
+    def __init__(self, codec: str, package: str, purpose: str | None = None) -> None:
+        self.codec, self.package, self.purpose = codec, package, purpose
+        what = purpose or f"reading {codec}-compressed batches"
+        super().__init__(f"{what} needs the '{package}' package: pip install {package}")
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), (self.codec, self.package))
+        return (type(self), (self.codec, self.package, self.purpose))
 
 
 class InvalidOptionError(KafkaSegmentsError, ValueError):
@@ -146,3 +144,31 @@ class NoKafkaDataError(KafkaSegmentsError):
 class UnsafePathError(KafkaSegmentsError):
     """A path under the input is refused: a symbolic link leading outside it, a name that is
     not valid UTF-8, or a segment name whose offset does not fit a signed 64-bit integer."""
+
+
+class SchemaError(KafkaSegmentsError, ValueError):
+    """A schema registry's records or a schema cannot be used (names where and why)."""
+
+
+class UndecodableValueError(KafkaSegmentsError):
+    """A key or value in Confluent's wire format does not decode (``mode=FAILFAST``): no magic
+    byte, an unknown schema id, or bytes its schema does not read."""
+
+    def __init__(
+        self,
+        reason: str,
+        topic: str | None,
+        partition: int | None,
+        offset: int,
+        schema_id: int | None,
+    ) -> None:
+        self.reason, self.topic, self.partition = reason, topic, partition
+        self.offset, self.schema_id = offset, schema_id
+        sid = "no schema id" if schema_id is None else f"schema id {schema_id}"
+        super().__init__(f"{topic}-{partition} offset {offset} ({sid}): {reason}")
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (
+            type(self),
+            (self.reason, self.topic, self.partition, self.offset, self.schema_id),
+        )

@@ -25,7 +25,9 @@ JOURNAL = "_COMMIT.json"
 def list_dir(filesystem: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
     """The entries of directory ``root`` (none when it does not exist)."""
     try:
-        entries = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        entries: list[pafs.FileInfo] = filesystem.get_file_info(
+            pafs.FileSelector(root, allow_not_found=True)
+        )
         for entry in entries:
             entry.path  # noqa: B018 - pyarrow decodes names lazily: fail here, clearly
         return entries

@@ -29,7 +29,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -46,8 +46,13 @@ SEGMENT_NAME_DIGITS = 20
 MAX_TOPIC_LENGTH = 249
 MAX_PARTITION = 2**31 - 1  # Kafka parses the partition with Integer.parseInt
 MAX_OFFSET = 2**63 - 1
+# the values of the read option ``layout``: a broker log dir, or a tiered-storage bucket layout
+# (kafka_segments_ds.tiered.layouts discovers those; docs/TIERED.md)
+LAYOUTS = ("auto", "broker", "aiven", "local-tiered", "pinterest", "linkedin-azure")
+TIERED_LAYOUTS = LAYOUTS[2:]
 
-_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+# the characters of a topic name (its length and the names "." and ".." are checked apart)
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _DIGITS = re.compile(r"[0-9]+")
 # Kafka's names for a replica awaiting deletion, moving between log dirs, or not assigned here:
 # '<topic>-<partition>.<uuid without dashes>-<suffix>' (the topic may be truncated).
@@ -97,7 +102,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     (whose last component is not a number) and invalid topics give ``None``.
     """
     topic, dash, partition = name.rpartition("-")
-    if not dash or not _DIGITS.fullmatch(partition) or not _TOPIC.fullmatch(topic):
+    if not dash or not _DIGITS.fullmatch(partition) or not TOPIC_NAME.fullmatch(topic):
         return None
     if len(topic) > MAX_TOPIC_LENGTH or topic in (".", ".."):
         return None
@@ -133,7 +138,9 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:0{SEGMENT_NAME_DIGITS}d}{suffix}"
 
 
-def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
+def discover(
+    path: str, filesystem: pafs.FileSystem, checked: set[str] | None = None
+) -> list[PartitionLog]:
     """Find the partitions and segments under ``path``, sorted by (topic, partition).
 
     ``path`` (already resolved for ``filesystem``, see :func:`kafka_segments_ds.fs.resolve`) is
@@ -147,7 +154,8 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
 
     Raises ``FileNotFoundError`` when ``path`` does not exist or a glob matches nothing, and
     :class:`InvalidOptionError` when ``path`` names a file that is not a ``.log`` segment. A
-    directory without segments gives an empty list.
+    directory without segments gives an empty list. ``checked``: the files that passed the
+    symbolic link check before (:func:`refuse_escapes`), for a caller that lists again and again.
     """
     path = path.rstrip("/") or "/"
     try:
@@ -155,7 +163,7 @@ def discover(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
     except UnicodeDecodeError as err:
         raise UnsafePathError(f"a file name under {path} is not valid UTF-8: {err}") from err
     if isinstance(filesystem, pafs.LocalFileSystem):
-        refuse_escapes(path, result)
+        refuse_escapes(path, result, checked)
     return result
 
 
@@ -251,6 +259,18 @@ def list_path(path: str, filesystem: pafs.FileSystem) -> list[PartitionLog]:
         )
     )
     return result
+
+
+def partitions_from_listings(
+    listings: Mapping[str, Iterable[pafs.FileInfo]],
+) -> list[PartitionLog]:
+    """The partitions held by already-listed directories (directory -> its files), each
+    directory's segments as :func:`discover` finds them; directories without a segment are
+    left out."""
+    found: dict[str, _Partition] = {}
+    for directory, files in listings.items():
+        _collect(directory, files, None, found)
+    return [p.freeze() for p in found.values() if p.segments]
 
 
 # --------------------------------------------------------------------------------------------

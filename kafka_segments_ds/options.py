@@ -14,8 +14,8 @@ from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.fs import redact
+from kafka_segments_ds.layout import LAYOUTS
 from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from kafka_segments_ds.tiered.layouts import LAYOUTS
 
 EARLIEST = -2
 LATEST = -1
@@ -26,6 +26,21 @@ DEFAULT_BATCH_ROWS = 32_768  # small segments' batches are joined into batches o
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024  # as spark.sql.files.openCostInBytes
 
+# decoding keys and values in Confluent's wire format (kafka_segments_ds.schemas)
+DECODE_OPTIONS = (
+    "valueFormat",
+    "keyFormat",
+    "schemaRegistry",
+    "schemasTopic",
+    "valueSchemaSubject",
+    "valueSchemaVersion",
+    "keySchemaSubject",
+    "keySchemaVersion",
+    "valueSchemaMessage",
+    "keySchemaMessage",
+    "includeRawValue",
+    "includeRawKey",
+)
 # option name (lower case) -> canonical spelling, for messages
 READ_OPTIONS = {
     name.lower(): name
@@ -58,6 +73,7 @@ READ_OPTIONS = {
         "privateKeys",
         "allowEmpty",
         "pushFilters",
+        *DECODE_OPTIONS,
     )
 }
 # passed through to storage / Spark and not ours to validate
@@ -81,8 +97,6 @@ KAFKA_SOURCE_ONLY_OPTIONS = frozenset(
 )
 CLIENT_PREFIX = "kafka."
 CONSUMER_ISOLATION_LEVEL = "kafka.isolation.level"
-
-PartitionKey = tuple[str | None, int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +138,9 @@ class ReadOptions:
     # Spark's pushed filters prune the scan: true | false | auto (on a Spark that plans each
     # query afresh: kafka_segments_ds.datasource.FIXED_PUSHDOWN_SPARK)
     push_filters: str = "auto"
+    # decoding values / keys in Confluent's wire format: (lower-cased option name, value) pairs,
+    # validated by kafka_segments_ds.schemas.config (which sits above this layer)
+    decode: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:
         return redacted_repr(self)
@@ -152,7 +169,8 @@ def redacted_repr(options: Any) -> str:
     return f"{type(options).__name__}({', '.join(shown)})"
 
 
-def _bool(name: str, value: Any) -> bool:
+def parse_bool(name: str, value: Any) -> bool:
+    """Option ``name`` as a boolean (true/1/yes, false/0/no, any case)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -163,7 +181,8 @@ def _bool(name: str, value: Any) -> bool:
     raise InvalidOptionError(f"option {name} must be true or false, not {value!r}")
 
 
-def _int(name: str, value: Any, minimum: int | None = None) -> int:
+def parse_int(name: str, value: Any, minimum: int | None = None) -> int:
+    """Option ``name`` as an integer, at least ``minimum`` when given."""
     try:
         number = int(str(value).strip())
     except ValueError as err:
@@ -173,7 +192,8 @@ def _int(name: str, value: Any, minimum: int | None = None) -> int:
     return number
 
 
-def _choice(name: str, value: Any, choices: tuple[str, ...], upper: bool = False) -> str:
+def parse_choice(name: str, value: Any, choices: tuple[str, ...], upper: bool = False) -> str:
+    """Option ``name`` as one of ``choices`` (compared in lower case, or upper with ``upper``)."""
     text = str(value).strip()
     text = text.upper() if upper else text.lower()
     if text not in choices:
@@ -206,7 +226,7 @@ def _partition_map(
         if not isinstance(parts, dict):
             raise InvalidOptionError(f"option {name}: value for topic {topic!r} must be an object")
         for part, number in parts.items():
-            p = _int(f"{name} partition of {topic}", part, minimum=0)
+            p = parse_int(f"{name} partition of {topic}", part, minimum=0)
             if isinstance(number, bool) or not isinstance(number, int):
                 raise InvalidOptionError(f"option {name}: {topic}-{p} must map to an integer")
             if number < 0 and number not in allow:
@@ -265,9 +285,11 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
                 f"unknown option {key!r}; known options: {', '.join(READ_OPTIONS.values())}"
             )
     fields: dict[str, Any] = {"storage": tuple(sorted(storage))}
+    decode = {n.lower() for n in DECODE_OPTIONS}
+    fields["decode"] = tuple(sorted((k, str(v)) for k, v in raw.items() if k in decode))
     get = raw.get
     if (v := get("iteration")) is not None:
-        fields["iteration"] = _choice("iteration", v, ("deep", "shallow"))
+        fields["iteration"] = parse_choice("iteration", v, ("deep", "shallow"))
     selectors = [k for k in ("subscribe", "subscribepattern", "assign") if k in raw]
     if len(selectors) > 1:
         raise InvalidOptionError(
@@ -293,16 +315,18 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         if not isinstance(data, dict) or not all(isinstance(p, list) for p in data.values()):
             raise InvalidOptionError('option assign must look like {"topic":[0,1]}')
         fields["assign"] = tuple(
-            sorted((str(t), _int("assign partition", p, 0)) for t, ps in data.items() for p in ps)
+            sorted(
+                (str(t), parse_int("assign partition", p, 0)) for t, ps in data.items() for p in ps
+            )
         )
     if (v := get("startingoffsets")) is not None:
         fields["starting_offsets"] = _offsets("startingOffsets", v, starting=True)
     if (v := get("endingoffsets")) is not None:
         fields["ending_offsets"] = _offsets("endingOffsets", v, starting=False)
     if (v := get("startingtimestamp")) is not None:
-        fields["starting_timestamp"] = _int("startingTimestamp", v, 0)
+        fields["starting_timestamp"] = parse_int("startingTimestamp", v, 0)
     if (v := get("endingtimestamp")) is not None:
-        fields["ending_timestamp"] = _int("endingTimestamp", v, 0)
+        fields["ending_timestamp"] = parse_int("endingTimestamp", v, 0)
     if (v := get("startingoffsetsbytimestamp")) is not None:
         fields["starting_offsets_by_timestamp"] = _partition_map(
             "startingOffsetsByTimestamp", v, allow=(EARLIEST, LATEST), what="1700000000000"
@@ -312,11 +336,11 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
             "endingOffsetsByTimestamp", v, allow=(EARLIEST, LATEST), what="1700000000000"
         )
     if (v := get("startingoffsetsbytimestampstrategy")) is not None:
-        fields["starting_by_timestamp_strategy"] = _choice(
+        fields["starting_by_timestamp_strategy"] = parse_choice(
             "startingOffsetsByTimestampStrategy", v, ("error", "latest")
         )
     if (v := get("isolationlevel")) is not None:
-        level = _choice("isolationLevel", v, ("read_uncommitted", "read_committed"))
+        level = parse_choice("isolationLevel", v, ("read_uncommitted", "read_committed"))
         fields["read_committed"] = level == "read_committed"
     for key, attr in (
         ("includeheaders", "include_headers"),
@@ -326,11 +350,11 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         ("allowempty", "allow_empty"),
     ):
         if (v := get(key)) is not None:
-            fields[attr] = _bool(READ_OPTIONS[key], v)
+            fields[attr] = parse_bool(READ_OPTIONS[key], v)
     if (v := get("pushfilters")) is not None:
-        fields["push_filters"] = _choice("pushFilters", v, ("true", "false", "auto"))
+        fields["push_filters"] = parse_choice("pushFilters", v, ("true", "false", "auto"))
     if (v := get("layout")) is not None:
-        fields["layout"] = _choice("layout", v, LAYOUTS)
+        fields["layout"] = parse_choice("layout", v, LAYOUTS)
     if (v := get("privatekeys")) is not None:
         keys = _json("privateKeys", v)
         if not isinstance(keys, dict) or not all(
@@ -341,7 +365,7 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
             )
         fields["private_keys"] = tuple(sorted(keys.items()))
     if (v := get("mode")) is not None:
-        fields["mode"] = _choice("mode", v, ("FAILFAST", "DROPMALFORMED"), upper=True)
+        fields["mode"] = parse_choice("mode", v, ("FAILFAST", "DROPMALFORMED"), upper=True)
     for key, attr, minimum in (
         ("maxdecompressedbytes", "max_decompressed_bytes", 1024),
         ("maxbatchbytes", "max_batch_bytes", 61),
@@ -352,7 +376,7 @@ def parse_read_options(options: Mapping[str, Any] | None = None, **kwargs: Any) 
         ("opencostinbytes", "open_cost_bytes", 0),
     ):
         if (v := get(key)) is not None:
-            fields[attr] = _int(READ_OPTIONS[key], v, minimum)
+            fields[attr] = parse_int(READ_OPTIONS[key], v, minimum)
     starts = [
         k
         for k in ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
@@ -474,7 +498,7 @@ def parse_stream_options(
         ("minoffsetspertrigger", "min_offsets_per_trigger"),
     ):
         if name in lowered:
-            fields[attr] = _int(STREAM_OPTIONS[name], raw.pop(lowered[name]), 1)
+            fields[attr] = parse_int(STREAM_OPTIONS[name], raw.pop(lowered[name]), 1)
     if "maxtriggerdelay" in lowered:
         fields["max_trigger_delay_ms"] = parse_duration_ms(
             "maxTriggerDelay", raw.pop(lowered["maxtriggerdelay"])

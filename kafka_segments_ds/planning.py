@@ -3,7 +3,8 @@
 Planning touches directory listings and index files; it reads ``.log`` bytes only to check the
 entries at index positions, to resolve timestamps to offsets (Kafka's offsets-for-times
 lookup) and, for read_committed, to find the transaction markers (decoded only in segments
-without a ``.txnindex``).
+without a ``.txnindex``: :mod:`kafka_segments_ds.transactions`). Discovery, selection and the
+offsets JSON rules are :mod:`kafka_segments_ds.selection`'s.
 
 Planning sits below the reader: resolving a timestamp decodes records, which it does through
 the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.reader.read_task`).
@@ -21,36 +22,23 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import (
-    CorruptIndexError,
-    CorruptSegmentError,
-    DataLossError,
-    InvalidOptionError,
-)
+from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
-from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryHead, probe_entry, walk_entries
-from kafka_segments_ds.records.compression import decompress
-from kafka_segments_ds.records.v2 import (
-    CONTROL_ABORT,
-    ControlMarker,
-    decode_batch_header,
-    iter_records,
-)
-from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
-    check_all_named,
+    Bounds,
     check_selection,
     discover_paths,
     select_partitions,
 )
+from kafka_segments_ds.transactions import collect_aborted
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-OPEN_TRANSACTION_END = 2**63 - 1
 
 RecordReader = Callable[
     [ScanTask, ReadOptions, tuple[str, ...], "pafs.FileSystem | None"], "Iterator[pa.RecordBatch]"
@@ -70,6 +58,30 @@ class Pruning:
     offset_low: int | None = None  # inclusive
     offset_high: int | None = None  # exclusive
     min_timestamp: int | None = None  # ms: skip batches whose max timestamp is below
+
+    def select(self, partitions: Sequence[PartitionLog]) -> list[PartitionLog]:
+        """The ``partitions`` whose topic and partition the bounds let through."""
+        return [p for p in partitions if self._selects(p.topic, p.partition)]
+
+    def _selects(self, topic: str | None, partition: int | None) -> bool:
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        if self.partition_low is None and self.partition_high is None:
+            return True
+        low, high = self.partition_low or 0, self.partition_high
+        return partition is not None and partition >= low and (high is None or partition < high)
+
+    def narrow(self, start: int | None, end: int | None) -> tuple[int | None, int | None] | None:
+        """Offsets [start, end) (None: unbounded) within the offset bounds; None if empty."""
+        if self.offset_low is not None:
+            start = max(start or 0, self.offset_low)
+        if self.offset_high is not None:
+            end = self.offset_high if end is None else min(end, self.offset_high)
+        if start is not None and end is not None and end <= start:
+            return None
+        return start, end
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,116 +107,129 @@ def plan_scan(
     ``minPartitions``) for parallel readers; a sequential reader does not need it.
     ``read_records`` decodes records where a timestamp option has to be resolved to an offset.
     """
-    pruning = pruning or Pruning()
-    paths = (
-        [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
-    )
+    paths = [os.fspath(p) for p in ([path] if isinstance(path, (str, os.PathLike)) else path)]
     filesystem, found = discover_paths(paths, options, filesystem)
-    partitions = select_partitions(found, options)
-    check_selection(found, partitions, options)
-    starts = _offset_map(options.starting_offsets, partitions, "startingOffsets")
-    ends = _offset_map(options.ending_offsets, partitions, "endingOffsets")
-    starts_ts = _offset_map(
-        options.starting_offsets_by_timestamp, partitions, "startingOffsetsByTimestamp"
-    )
-    ends_ts = _offset_map(
-        options.ending_offsets_by_timestamp, partitions, "endingOffsetsByTimestamp"
-    )
-    if pruning.topics is not None:
-        partitions = [p for p in partitions if p.topic in pruning.topics]
-    if pruning.partitions is not None:
-        partitions = [p for p in partitions if p.partition in pruning.partitions]
-    if pruning.partition_low is not None or pruning.partition_high is not None:
-        low, high = pruning.partition_low or 0, pruning.partition_high
-        partitions = [
-            p
-            for p in partitions
-            if p.partition is not None
-            and p.partition >= low
-            and (high is None or p.partition < high)
-        ]
-    tasks: list[ScanTask] = []
-    for part in partitions:
-        if not part.segments:
-            continue
-        key = (part.topic, part.partition)
-        start = starts.get(key, EARLIEST)
-        end = ends.get(key, LATEST)
-        start_ts = (
-            options.starting_timestamp
-            if options.starting_timestamp is not None
-            else (starts_ts.get(key))
+    selected = select_partitions(found, options)
+    check_selection(found, selected, options)
+    scan = _Scan(filesystem, options, pruning or Pruning(), read_records, selected)
+    partitions = scan.pruning.select(selected)
+    tasks = [task for part in partitions for task in scan.tasks(part)]
+    if split and tasks:
+        tasks = split_tasks(filesystem, tasks, options)
+    return Plan(tuple(tasks), tuple(partitions))
+
+
+def resolve_start(
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    starts: Bounds,
+    options: ReadOptions,
+    read_records: RecordReader | None,
+) -> int:
+    """Where a read of ``part`` starts: an offset, EARLIEST or LATEST (the caller knows what
+    latest is). A timestamp gives the first offset whose record is at or after it (Kafka's
+    offsetsForTimes); where none is, LATEST, or with startingOffsetsByTimestampStrategy=error
+    an :class:`InvalidOptionError`."""
+    at = starts.time(part)
+    if at is None:
+        return starts.offset(part)
+    if at == EARLIEST:  # a batch read's startingOffsets, given too, still count (as before)
+        return starts.offsets.get((part.topic, part.partition), EARLIEST)
+    if at == LATEST:
+        return LATEST
+    found = offset_for_timestamp(filesystem, part, at, options, read_records)
+    if found is not None:
+        return found
+    if options.starting_by_timestamp_strategy == "error":
+        raise InvalidOptionError(
+            f"no offset of {_name(part)} has a timestamp >= {at} "
+            "(startingOffsetsByTimestampStrategy=error)"
         )
-        end_ts = (
-            options.ending_timestamp if options.ending_timestamp is not None else (ends_ts.get(key))
+    return LATEST
+
+
+class _Scan:
+    """One batch read's planning, bound once: the filesystem, the options, the pushed-down
+    pruning and where each partition's read starts and ends (the offsets JSON checked against
+    the ``selected`` partitions)."""
+
+    def __init__(
+        self,
+        filesystem: pafs.FileSystem,
+        options: ReadOptions,
+        pruning: Pruning,
+        read_records: RecordReader | None,
+        selected: Sequence[PartitionLog],
+    ) -> None:
+        self.filesystem, self.options, self.pruning = filesystem, options, pruning
+        self.read_records = read_records
+        self.starts = Bounds.of(
+            selected,
+            options.starting_offsets,
+            options.starting_offsets_by_timestamp,
+            options.starting_timestamp,
+            EARLIEST,
         )
-        assert filesystem is not None
-        if start_ts is not None and start_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, start_ts, options, read_records)
-            if found is None:
-                if options.starting_by_timestamp_strategy == "error":
-                    raise InvalidOptionError(
-                        f"no offset of {_name(part)} has a timestamp >= {start_ts} "
-                        "(startingOffsetsByTimestampStrategy=error)"
-                    )
-                continue  # "latest": nothing to read
-            start = found
-        elif start_ts == LATEST:
-            continue
-        if end_ts is not None and end_ts >= 0:
-            found = offset_for_timestamp(filesystem, part, end_ts, options, read_records)
-            end = found if found is not None else LATEST
-        elif end_ts == EARLIEST:
-            continue
+        self.ends = Bounds.of(
+            selected,
+            options.ending_offsets,
+            options.ending_offsets_by_timestamp,
+            options.ending_timestamp,
+            LATEST,
+            end=True,
+        )
+
+    def tasks(self, part: PartitionLog) -> list[ScanTask]:
+        """The scan tasks of ``part``'s offsets [start, end) (unsplit)."""
+        span = self.offsets(part) if part.segments else None
+        if span is None:
+            return []
+        start, end = span
+        aborted: tuple[tuple[int, int, int], ...] = ()
+        if self.options.read_committed:
+            aborted = collect_aborted(self.filesystem, part, self.options, start, end)
+        min_timestamp = self.pruning.min_timestamp
+        return segment_tasks(self.filesystem, part, start, end, aborted, min_timestamp)
+
+    def offsets(self, part: PartitionLog) -> tuple[int | None, int | None] | None:
+        """``part``'s [start, end) (None: from its first offset / to its last), or None when
+        there is nothing to read."""
+        start = resolve_start(self.filesystem, part, self.starts, self.options, self.read_records)
+        if start == LATEST:
+            return None  # no record is that new
+        end = self._end(part)
+        if end is None:
+            return None
         first_base = part.segments[0].base_offset
         if start != EARLIEST and start < first_base:
-            if options.fail_on_data_loss:
+            if self.options.fail_on_data_loss:
                 raise DataLossError(
                     f"{_name(part)}: starting offset {start} is no longer in the archive, whose "
                     f"first segment starts at offset {first_base} (set failOnDataLoss=false to "
                     "start at the earliest available offset)"
                 )
             start = EARLIEST
-        check_offset_range(filesystem, part, start, end)
-        start_offset = None if start == EARLIEST else start
-        end_offset = None if end == LATEST else end
-        if pruning.offset_low is not None:
-            start_offset = max(start_offset or 0, pruning.offset_low)
-        if pruning.offset_high is not None:
-            end_offset = (
-                pruning.offset_high if end_offset is None else min(end_offset, pruning.offset_high)
-            )
-        if start_offset is not None and end_offset is not None and end_offset <= start_offset:
-            continue
-        aborted: tuple[tuple[int, int, int], ...] = ()
-        if options.read_committed:
-            aborted = collect_aborted(filesystem, part, options, start_offset, end_offset)
-        tasks.extend(
-            segment_tasks(
-                filesystem, part, start_offset, end_offset, aborted, pruning.min_timestamp
-            )
+        check_offset_range(self.filesystem, part, start, end)
+        return self.pruning.narrow(
+            None if start == EARLIEST else start, None if end == LATEST else end
         )
-    if split and tasks:
-        assert filesystem is not None
-        tasks = split_tasks(filesystem, tasks, options)
-    return Plan(tuple(tasks), tuple(partitions))
+
+    def _end(self, part: PartitionLog) -> int | None:
+        """Where ``part``'s read ends: an offset or LATEST; None where it ends before the
+        first offset (endingOffsetsByTimestamp -2)."""
+        at = self.ends.time(part)
+        if at is None or at == LATEST:
+            return self.ends.offset(part)
+        if at == EARLIEST:
+            return None
+        found = offset_for_timestamp(self.filesystem, part, at, self.options, self.read_records)
+        return found if found is not None else LATEST
 
 
 def _name(part: PartitionLog) -> str:
     if part.topic is None:
         return part.directory
     return f"{part.topic}-{part.partition}"
-
-
-def _offset_map(
-    triples: tuple[tuple[str, int, int], ...] | None,
-    partitions: list[PartitionLog],
-    option: str,
-) -> dict[tuple[str | None, int | None], int]:
-    if triples is None:
-        return {}
-    check_all_named(option, ((t, p) for t, p, _ in triples), partitions)
-    return {(t, p): n for t, p, n in triples}
 
 
 def _load_offset_index(filesystem: pafs.FileSystem, seg: SegmentRef) -> kidx.OffsetIndex | None:
@@ -221,21 +246,6 @@ def _load_time_index(
         return None
     data = kfs.read_file(filesystem, seg.timeindex_path)
     return kidx.parse_time_index(memoryview(data), seg.base_offset, next_base)
-
-
-def segment_bounds(segs: Sequence[SegmentRef], i: int) -> tuple[int | None, int | None, int | None]:
-    """``(read_from, read_until, next_base)`` of segment ``i``: the offsets it is read for
-    (None: unbounded) and the offset its entries must stay below (the next segment's first).
-    Only tiered segments that overlap others have read bounds (``tiered.resolve_overlaps``);
-    a segment cut at ``read_until`` holds later offsets legitimately, so it has no next base."""
-    seg = segs[i]
-    if seg.read_until is not None:
-        return seg.read_from, seg.read_until, None
-    if i + 1 == len(segs):
-        return seg.read_from, None, None
-    following = segs[i + 1]
-    next_first = following.base_offset if following.read_from is None else following.read_from
-    return seg.read_from, None, next_first
 
 
 def _narrow(
@@ -546,29 +556,6 @@ def _hop_starts(filesystem: pafs.FileSystem, seg: SegmentRef, start: int, end: i
     return starts[(starts > start) & (starts < end)]
 
 
-def _iter_v2_headers(
-    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
-) -> Iterator[tuple[int, np.ndarray, Callable[[], bytes]]]:
-    """Hop the entries of a segment without decoding records.
-
-    Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
-    fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
-    batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
-    """
-    with _reads(filesystem, segment) as read:  # reopened if read_entry outlives the walk
-        for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
-            v2 = walked.positions[walked.magics == 2]
-            headers = K.parse_v2_headers(walked.window, v2)
-            for i in range(v2.shape[0]):
-                absolute = walked.base + int(v2[i])
-                length = int(headers[i, K.H_LENGTH]) + 12
-
-                def read_entry(absolute: int = absolute, length: int = length) -> bytes:
-                    return bytes(read(absolute, length))
-
-                yield absolute, headers[i], read_entry
-
-
 def _position_before_time(
     filesystem: pafs.FileSystem, seg: SegmentRef, next_base: int | None, target: int
 ) -> int:
@@ -639,96 +626,3 @@ def offset_for_timestamp(
             if hits.shape[0]:
                 return int(arrow_batch.column(0)[int(hits[0])].as_py())
     return None
-
-
-def collect_aborted(
-    filesystem: pafs.FileSystem,
-    part: PartitionLog,
-    options: ReadOptions,
-    start_offset: int | None = None,
-    end_offset: int | None = None,
-) -> tuple[tuple[int, int, int], ...]:
-    """(producerId, firstOffset, lastOffset) of the aborted or never-finished transactions
-    that may hold records of offsets [start_offset, end_offset) (None: the whole log).
-
-    A segment's ``.txnindex`` lists the transactions its ABORT markers end (a broker writes one
-    for every segment holding such a marker); for a segment without one (an archive that lost
-    it, a partial copy) the segment's own ABORT markers are decoded instead. One walk of the
-    batch headers pairs each marker with its producer's first transactional offset, wherever
-    that lies (a transaction's data can sit in segments before its marker's). Transactions with
-    no marker by the end of the log are excluded too: a read_committed consumer never reads
-    past the last stable offset.
-
-    As a broker's fetch collects aborted transactions, the walk starts at the segment holding
-    ``start_offset`` (a marker before it aborts nothing after it; a transaction begun earlier
-    is masked from its first batch in the walk, which is all of it a read sees) and stops past
-    ``end_offset`` once every transaction with data before it has its marker.
-    """
-    segs = part.segments
-    begin = 0
-    while start_offset is not None and begin + 1 < len(segs):
-        _, read_until, next_base = segment_bounds(segs, begin)
-        limit = next_base if read_until is None else read_until
-        if limit is None or limit > start_offset:
-            break
-        begin += 1
-    spans: list[tuple[int, int, int]] = []
-    open_first: dict[int, int] = {}  # producer -> first offset of its unfinished transaction
-    for seg in segs[begin:]:
-        if seg.txnindex_path is not None:
-            spans.extend(_txn_index_spans(filesystem, seg))
-        for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
-            base = int(header[K.H_BASE_OFFSET])
-            if (
-                end_offset is not None
-                and base >= end_offset
-                and all(first >= end_offset for first in open_first.values())
-            ):
-                return tuple(sorted(set(spans)))  # nothing later aborts a record of the range
-            pid = int(header[K.H_PRODUCER_ID])
-            attrs = int(header[K.H_ATTRIBUTES])
-            if not attrs & 0x10:
-                continue
-            if (seg.read_from is not None and base < seg.read_from) or (
-                seg.read_until is not None and base >= seg.read_until
-            ):
-                continue  # another (overlapping) segment's offsets
-            if not attrs & 0x20:
-                open_first.setdefault(pid, base)
-                continue
-            if pid not in open_first:
-                continue
-            first = open_first.pop(pid)
-            if seg.txnindex_path is not None:
-                continue  # the segment's .txnindex lists what its markers abort
-            marker = control_marker(read_marker(), seg, position)
-            if marker is not None and marker.type == CONTROL_ABORT:
-                spans.append((pid, first, base))
-    spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in open_first.items())
-    return tuple(sorted(set(spans)))
-
-
-def _txn_index_spans(filesystem: pafs.FileSystem, seg: SegmentRef) -> list[tuple[int, int, int]]:
-    """(producerId, firstOffset, lastOffset) of the entries of ``seg``'s ``.txnindex``."""
-    assert seg.txnindex_path is not None
-    try:
-        entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem, seg.txnindex_path)))
-    except CorruptIndexError as err:
-        raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
-    return [(e.producer_id, e.first_offset, e.last_offset) for e in entries]
-
-
-def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
-    """The COMMIT/ABORT marker of a whole control batch at ``position`` of ``seg`` (None for
-    an empty batch); damage raises :class:`CorruptSegmentError` naming the segment."""
-    try:
-        header = decode_batch_header(entry)
-        if header.record_count == 0:
-            return None
-        region: bytes | memoryview = memoryview(entry)[61:]
-        if header.compression:
-            region = decompress(header.compression, region, magic=2)
-        record = next(iter_records(header, region))
-        return ControlMarker.parse(record.key, record.value)
-    except CorruptSegmentError as err:
-        raise err.located(path=seg.path, position_shift=position) from err

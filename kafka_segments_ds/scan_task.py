@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -37,3 +38,18 @@ class ScanTask:
     def end(self) -> int:
         """The byte position the task's range ends at (the segment's size when open-ended)."""
         return self.segment.size if self.end_position is None else self.end_position
+
+
+def segment_bounds(segs: Sequence[SegmentRef], i: int) -> tuple[int | None, int | None, int | None]:
+    """``(read_from, read_until, next_base)`` of segment ``i``: the offsets it is read for
+    (None: unbounded) and the offset its entries must stay below (the next segment's first).
+    Only tiered segments that overlap others have read bounds (``tiered.resolve_overlaps``);
+    a segment cut at ``read_until`` holds later offsets legitimately, so it has no next base."""
+    seg = segs[i]
+    if seg.read_until is not None:
+        return seg.read_from, seg.read_until, None
+    if i + 1 == len(segs):
+        return seg.read_from, None, None
+    following = segs[i + 1]
+    next_first = following.base_offset if following.read_from is None else following.read_from
+    return seg.read_from, None, next_first

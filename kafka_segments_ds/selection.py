@@ -4,24 +4,26 @@ Kafka data, a selection naming what is not there, or offsets JSON naming only so
 selected partitions an error rather than a silent empty or partial result.
 
 Batch reads (:func:`kafka_segments_ds.planning.plan_scan`) apply all of it; a stream lists
-with :func:`select_partitions` only, as it waits for topics that do not exist yet.
+its roots with :class:`Discovery` and selects with :func:`select_partitions` only, as it waits
+for topics that do not exist yet; the command line lists each path with :func:`discover_root`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError, KafkaSegmentsError, NoKafkaDataError
 from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import PartitionLog, merge_partitions
+from kafka_segments_ds.layout import TIERED_LAYOUTS, PartitionLog, merge_partitions
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
-from kafka_segments_ds.tiered.layouts import TIERED_LAYOUTS
+from kafka_segments_ds.tiered.layouts import ManifestCache
 
 TopicPartition = tuple[str | None, int | None]
 SHOWN_NAMES = 20  # partitions or topics named in a message, the rest counted
@@ -40,49 +42,136 @@ def discover_paths(
     Raises :class:`NoKafkaDataError` for a path without a Kafka segment (unless
     ``allowEmpty``), :class:`~kafka_segments_ds.errors.StorageError` naming the URI and the
     endpoint for a store that cannot be listed."""
-    storage = options.storage_options()
-    if filesystem is None:
-        filesystem, roots = kfs.resolve_paths(paths, storage)
-    else:
-        roots = {}
-        for path in paths:
-            roots.setdefault(path.rstrip("/") or "/", path)
-    keys = load_private_keys(dict(options.private_keys)) if options.private_keys else {}
-    found: list[PartitionLog] = []
-    views: list[pafs.FileSystem] = []
-    for root, given in roots.items():
-        try:
+    return Discovery(paths, options, filesystem).partitions()
+
+
+def discover_root(
+    filesystem: pafs.FileSystem,
+    root: str,
+    layout: str,
+    keys: Mapping[str, bytes],
+    storage: Mapping[str, str] | None = None,
+    *,
+    check: bool = True,
+    tiered_only: bool = False,
+    manifests: ManifestCache | None = None,
+    checked: set[str] | None = None,
+) -> tuple[pafs.FileSystem, list[PartitionLog]]:
+    """The partitions under one resolved ``root`` (``layout``, ``tiered_only``, ``manifests``,
+    ``checked``: see :func:`~kafka_segments_ds.tiered.discover_layout`) and the filesystem to
+    read them with: a tiered bucket's view serving its segments as plain ones. With ``check``,
+    a log dir a write is committing into is refused (never a half-published write).
+
+    Path errors (not found, permission denied) are raised as they are; a store that cannot be
+    listed is a :class:`~kafka_segments_ds.errors.StorageError` naming URI and endpoint."""
+    try:
+        if check and not kfs.has_glob(root):
+            check_readable(filesystem, root)
+        return discover_layout(
+            root,
+            filesystem,
+            layout,
+            keys,
+            tiered_only=tiered_only,
+            manifests=manifests,
+            checked=checked,
+        )
+    except (KafkaSegmentsError, *PATH_ERRORS):
+        raise
+    except OSError as err:
+        raise kfs.unreachable(err, filesystem, root, storage) from err
+
+
+class Discovery:
+    """The paths of a read resolved once: ``filesystem`` (where the roots are), ``roots``
+    (each resolved root -> the path that named it) and how to list them. ``keep`` keeps, for
+    a stream listing the same roots at every trigger, the parsed Aiven manifests and the files
+    that passed the symbolic link check."""
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        options: ReadOptions,
+        filesystem: pafs.FileSystem | None = None,
+        *,
+        keep: bool = False,
+    ) -> None:
+        self.options = options
+        self.storage = options.storage_options()
+        self.roots: dict[str, str] = {}
+        if filesystem is None:
+            filesystem, self.roots = kfs.resolve_paths(paths, self.storage)
+        else:
+            for path in paths:
+                self.roots.setdefault(path.rstrip("/") or "/", path)
+        self.filesystem: pafs.FileSystem = filesystem
+        self.manifests: ManifestCache | None = {} if keep else None
+        self.checked: set[str] | None = set() if keep else None
+        self._keys: dict[str, bytes] | None = None
+
+    @property
+    def keys(self) -> dict[str, bytes]:
+        """The private keys of option privateKeys (PEM files read once)."""
+        if self._keys is None:
+            private = dict(self.options.private_keys or {})
+            self._keys = load_private_keys(private) if private else {}
+        return self._keys
+
+    def check_readable(self) -> None:
+        """Refuse the roots a write is committing into (CommitInProgressError)."""
+        for root in self.roots:
             if not kfs.has_glob(root):
-                check_readable(filesystem, root)  # never a half-published write
-            view, discovered = discover_layout(root, filesystem, options.layout, keys)
-        except (KafkaSegmentsError, *PATH_ERRORS):
-            raise
-        except OSError as err:
-            raise kfs.unreachable(err, filesystem, root, storage) from err
-        if not options.allow_empty and not any(part.segments for part in discovered):
-            raise NoKafkaDataError(no_data_message(given, options.layout))
-        found.extend(discovered)
-        views.append(view)
-    location = None
-    if len(roots) > 1 and isinstance(filesystem, pafs.LocalFileSystem):
-        location = os.path.realpath  # one file reached through a symbolic link and directly
-    # a tiered bucket is read through a view that serves its segments as plain ones
-    return combine_filesystems(filesystem, views), merge_partitions(found, location)
+                check_readable(self.filesystem, root)
+
+    def list_root(
+        self, root: str, layout: str, *, check: bool = True, tiered_only: bool = False
+    ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
+        """:func:`discover_root` of one of the roots."""
+        return discover_root(
+            self.filesystem,
+            root,
+            layout,
+            self.keys,
+            self.storage,
+            check=check,
+            tiered_only=tiered_only,
+            manifests=self.manifests,
+            checked=self.checked,
+        )
+
+    def partitions(self) -> tuple[pafs.FileSystem, list[PartitionLog]]:
+        """Every root listed (see :func:`discover_paths`)."""
+        found: list[PartitionLog] = []
+        views: list[pafs.FileSystem] = []
+        for root, given in self.roots.items():
+            view, discovered = self.list_root(root, self.options.layout)
+            if not self.options.allow_empty and not any(part.segments for part in discovered):
+                raise NoKafkaDataError(no_data_message(given, self.options.layout))
+            found.extend(discovered)
+            views.append(view)
+        location = None
+        if len(self.roots) > 1 and isinstance(self.filesystem, pafs.LocalFileSystem):
+            location = os.path.realpath  # one file reached through a symbolic link and directly
+        # a tiered bucket is read through a view that serves its segments as plain ones
+        return combine_filesystems(self.filesystem, views), merge_partitions(found, location)
 
 
-def no_data_message(path: str, layout: str) -> str:
-    """Why ``path`` gives nothing to read, and what to do about it."""
+def no_data_message(path: str, layout: str | None) -> str:
+    """Why ``path`` gives nothing to read, and (for a read with option ``layout``; None: the
+    command line) what to do about it."""
+    message = (
+        f"{path}: no Kafka log segments (<20-digit offset>.log files) in it, in its "
+        "<topic>-<partition> subdirectories, or matching it"
+    )
+    if layout is None:
+        return message
     hint = (
         f"is it a tiered-storage bucket of another layout than {layout}?"
         if layout != "auto"
         else "for a tiered-storage bucket of a layout not recognised, set the option layout "
         f"({', '.join(TIERED_LAYOUTS)})"
     )
-    return (
-        f"{path}: no Kafka log segments (<20-digit offset>.log files) in it, in its "
-        f"<topic>-<partition> subdirectories, or matching it ({hint}; allowEmpty=true reads "
-        "an input without Kafka data as 0 rows)"
-    )
+    return f"{message} ({hint}; allowEmpty=true reads an input without Kafka data as 0 rows)"
 
 
 def select_partitions(partitions: list[PartitionLog], options: ReadOptions) -> list[PartitionLog]:
@@ -160,6 +249,63 @@ def check_all_named(
         f"{{{_names(_partition_name(assigned[tp]) for tp in sorted(assigned, key=_order))}}} "
         f"({'; '.join(details)})"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Where the options put one end of each partition's read: an offset per partition
+    (startingOffsets / endingOffsets JSON), or a timestamp (startingTimestamp, or per partition
+    startingOffsetsByTimestamp; the ending ones likewise), which comes first; EARLIEST and
+    LATEST are Spark's -2 and -1. ``default``: the offset of a partition not named."""
+
+    offsets: dict[TopicPartition, int]
+    timestamps: dict[TopicPartition, int]
+    timestamp: int | None
+    default: int
+
+    @classmethod
+    def of(
+        cls,
+        partitions: Sequence[PartitionLog],
+        offsets: tuple[tuple[str, int, int], ...] | None,
+        timestamps: tuple[tuple[str, int, int], ...] | None,
+        timestamp: int | None,
+        default: int,
+        *,
+        end: bool = False,
+        stream: bool = False,
+    ) -> Bounds:
+        """The bounds of the options' offsets JSON (``offsets``, ``timestamps``: (topic,
+        partition, value) triples), each checked to name every selected partition as Spark's
+        Kafka source asks (:func:`~kafka_segments_ds.selection.check_all_named`)."""
+        side = "ending" if end else "starting"
+        return cls(
+            _named(f"{side}Offsets", offsets, partitions, stream),
+            _named(f"{side}OffsetsByTimestamp", timestamps, partitions, stream),
+            timestamp,
+            default,
+        )
+
+    def offset(self, part: PartitionLog) -> int:
+        return self.offsets.get((part.topic, part.partition), self.default)
+
+    def time(self, part: PartitionLog) -> int | None:
+        """The timestamp ``part``'s bound is at (ms), None where an offset gives it."""
+        if self.timestamp is not None:
+            return self.timestamp
+        return self.timestamps.get((part.topic, part.partition))
+
+
+def _named(
+    option: str,
+    triples: tuple[tuple[str, int, int], ...] | None,
+    partitions: Sequence[PartitionLog],
+    stream: bool,
+) -> dict[TopicPartition, int]:
+    if triples is None:
+        return {}
+    check_all_named(option, ((t, p) for t, p, _ in triples), partitions, stream=stream)
+    return {(t, p): n for t, p, n in triples}
 
 
 def _order(tp: TopicPartition) -> tuple[str, int]:

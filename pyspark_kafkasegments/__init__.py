@@ -45,7 +45,7 @@ class DefaultSource(DataSource):
 
         return KafkaSegmentsDataSource(self.options)
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         return self._source().schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install the package with its spark, test and tiered extras.
+# Create .venv (if missing) and install the package with its spark, test, tiered and schemas
+# extras, and the dev extra (ruff and mypy, the checks scripts/test.sh runs).
 # Idempotent.
 # The install compiles the Cython kernels (needs a C compiler); run it again after editing a
 # .pyx/.pxd/.h to rebuild them.
@@ -12,7 +13,8 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 # compat mode puts the checkout itself on sys.path (a .pth entry): Spark finds the data source by
 # listing top-level modules (pkgutil.iter_modules), which an import-hook editable install hides.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[spark,test,tiered]" \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    -e ".[spark,test,tiered,schemas,dev]" \
     --config-settings editable_mode=compat
 # The editable install leaves the compiled kernels next to their sources; fail here if they do not
 # load rather than let everything run on the (slow) pure-Python kernels.

@@ -2,16 +2,24 @@
 # Quick start 2: set up and run the whole test suite (every marker) on the newest pyspark, then
 # the non-Spark tests again on the pure-Python kernels (the fallback when the compiled extension
 # cannot load; the broker tests run once, in the first pass), then the Spark tests on older supported pyspark releases (scripts/spark_matrix.sh).
-# Extra args go to pytest; naming tests (any argument not starting with '-') or
-# KSD_SPARK_MATRIX=0 runs only the first pass.
+# Before the tests, the static checks (ruff check, ruff format --check, mypy --strict as
+# configured in pyproject.toml; also in .pre-commit-config.yaml): any finding fails the run.
+# Extra args go to pytest; naming tests (any argument not starting with '-') skips the checks
+# and runs only the first pass, as KSD_SPARK_MATRIX=0 does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 matrix="${KSD_SPARK_MATRIX:-1}"
+checks=1
 for arg in "$@"; do
-    case "$arg" in -*) ;; *) matrix=0 ;; esac
+    case "$arg" in -*) ;; *) matrix=0 checks=0 ;; esac
 done
 status=0
+if [ "$checks" = 1 ]; then
+    .venv/bin/ruff check . || status=$?  # every Python file git does not ignore
+    .venv/bin/ruff format --check . || status=$?
+    .venv/bin/mypy || status=$?  # the files and strict = true of [tool.mypy]
+fi
 .venv/bin/python -m pytest -p no:cacheprovider "$@" || status=$?
 if [ "$matrix" = 1 ]; then
     KAFKA_SEGMENTS_DS_PURE_PYTHON=1 .venv/bin/python -m pytest -p no:cacheprovider \

@@ -57,6 +57,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--records", "1000", "--chunk-mb", "1", "--rounds", "1", "--data", "{data}"],
         ["aiven uncompressed / plain log dir", '"rows": 3996'],
     ),
+    "preserve": (
+        "bench_preserve.py",
+        ["--mb", "1", "--runs", "1", "--dir", "{data}"],
+        ["preserveOffsets write_table: median", "speed ratio preserveOffsets / parquet"],
+    ),
     "write_builder": (
         "bench_write.py",
         ["builder", "--records", "2000", "--runs", "1"],
@@ -66,6 +71,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         "bench_planning.py",
         ["--partitions", "2", "--segments", "5", "--data", "{data}"],
         ["10 segments in 2 partitions", "startingTimestamp"],
+    ),
+    "schemas": (
+        "bench_schemas.py",
+        ["--records", "2000", "--repeat", "1", "--data", "{data}"],
+        ["fastavro loop", "ratio decode step / fastavro loop"],
     ),
     # installs the package into a fresh venv (a wheel build: about a minute)
     "coldstart": (

@@ -29,8 +29,6 @@ RECORDS = 300
 SEGMENT_BYTES = 8000
 T0 = 1_700_000_000_000  # write_sample_log_dir's default start_timestamp
 
-pytestmark = pytest.mark.usefixtures("serial_kernels")
-
 
 def load_example(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")

@@ -259,9 +259,9 @@ def test_pure_python_path_passes_the_kernel_and_fast_path_tests() -> None:
     env.pop("HYPOTHESIS_PROFILE", None)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         "tests/test_fast_path.py", "tests/records/test_crc_kernels.py",
-         "tests/records/test_varint.py", "tests/test_kernel_paths.py", "tests/test_cli.py",
-         "tests/test_write_crosscheck.py", "-m", "not spark"],
+         "tests/reader/test_fast_path.py", "tests/records/test_crc_kernels.py",
+         "tests/records/test_varint.py", "tests/test_kernel_paths.py", "tests/cli/test_cli.py",
+         "tests/writer/test_write_crosscheck.py", "-m", "not spark"],
         cwd=ROOT, capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,9 +1,10 @@
 """Imports point down the stack (STYLE.md): a lower layer never imports a higher one.
 
 records -> index/tail/layout/journal/fs -> options/schema -> planning -> reader/writer ->
-datasource/cli. The reader never imports the writer nor the reverse; only ``datasource``
-imports pyspark; ``pyspark_kafkasegments`` (imported by Spark at every data source lookup)
-loads nothing heavy. Every import statement counts, also those inside functions.
+streaming (a stream's driver side: it plans with planning, walks tails by the reader's damage
+rules) -> datasource/cli. The reader never imports the writer nor the reverse; only
+``datasource`` imports pyspark; ``pyspark_kafkasegments`` (imported by Spark at every data
+source lookup) loads nothing heavy. Every import statement counts, also those inside functions.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +29,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records"),
     ("index", "tail", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
     ("options", "schema", "scan_task", "ranges", "selection"),
-    ("planning",),
-    ("reader", "writer"),
-    ("datasource", "cli", "samples", "__init__", "__main__"),
+    ("planning", "transactions"),
+    ("reader", "writer", "schemas"),
+    ("streaming",),
+    ("datasource", "cli", "rewrite", "samples", "__init__", "__main__"),
 )
 FORBIDDEN_SIDEWAYS = {("reader", "writer"), ("writer", "reader")}
 
@@ -141,6 +144,16 @@ HEAVY = (
 )
 
 
+def _run_probe(probe: str) -> Any:
+    """Run ``probe`` in a fresh interpreter (no pytest in its environment); the JSON value its
+    last output line holds."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("module", ["pyspark_kafkasegments", "kafka_segments_ds"])
 def test_the_lookup_module_imports_nothing_heavy(module: str) -> None:
     """Spark imports ``pyspark_kafkasegments`` at every data source lookup."""
@@ -153,10 +166,25 @@ def test_the_lookup_module_imports_nothing_heavy(module: str) -> None:
         " if before.get(k) != os.environ.get(k))\n"
         "print(json.dumps([heavy, changed]))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
-    )
-    heavy, changed = json.loads(done.stdout.strip().splitlines()[-1])
+    heavy, changed = _run_probe(probe)
     assert heavy == []
     assert changed == []
+
+
+def test_parsing_options_loads_no_tiered_storage_code() -> None:
+    """``options`` sits below ``tiered``: parsing read options (a bucket layout among them)
+    loads none of ``kafka_segments_ds.tiered`` nor anything above the options layer."""
+    probe = (
+        "import json, sys\n"
+        "from kafka_segments_ds.options import parse_read_options\n"
+        "layout = parse_read_options({'layout': 'aiven'}).layout\n"
+        "print(json.dumps([layout, sorted(m for m in sys.modules"
+        " if m.startswith('kafka_segments_ds'))]))\n"
+    )
+    layout, loaded = _run_probe(probe)
+    assert layout == "aiven"
+    assert "kafka_segments_ds.options" in loaded
+    # the package's __init__ loads nothing of its own (its API imports lazily)
+    modules = [m for m in loaded if m != NAME]
+    above = [m for m in modules if _layer(_unit(m)) > _layer("options") or _unit(m) == "tiered"]
+    assert above == []

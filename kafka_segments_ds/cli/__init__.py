@@ -1,13 +1,15 @@
-"""``kafka-segments``: dump, verify, stats, rebuild-index and recover for Kafka log segments.
+"""``kafka-segments``: dump, verify, stats, rebuild-index, recover, schemas, restore, erase and
+compact for Kafka log segments.
 
 Every command streams through :func:`kafka_segments_ds.iter_batches` (bounded memory) or reads
 one segment at a time. Exit status, the same for every command (``--help`` shows it): 0 ok,
 1 damaged log data, 2 usage error / no Kafka data at a path / a file that cannot be read, 3 only
 index files are wrong (``rebuild-index`` fixes them), 130 interrupted.
 
-One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``), each with
-``NAME``/``SUMMARY``/``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args) -> int``;
-``common`` holds what they share.
+One module per command (``dump``, ``verify``, ``stats``, ``rebuild_index``, ``recover``,
+``schemas``, ``restore``; ``rewrite`` holds ``erase`` and ``compact``), each with
+``NAME``/``SUMMARY``/``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args) -> int``
+(``OWN_PATHS``: it declares its positional arguments itself); ``common`` holds what they share.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 
-from kafka_segments_ds.cli import dump, rebuild_index, recover, stats, verify
+from kafka_segments_ds.cli import dump, rebuild_index, recover, restore, schemas, stats, verify
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_INDEX,
@@ -32,6 +34,7 @@ from kafka_segments_ds.cli.common import (
     storage_error,
     write_lines,
 )
+from kafka_segments_ds.cli.rewrite import compact, erase
 from kafka_segments_ds.errors import CorruptIndexError, CorruptSegmentError, KafkaSegmentsError
 
 __all__ = ["PipeClosed", "build_parser", "main", "write_lines"]
@@ -55,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reader option, e.g. fs.s3.region=eu-west-1",
     )
     common.add_argument("--quiet", action="store_true", help="no progress bar")
-    for command in (dump, verify, stats, rebuild_index, recover):
+    for command in (dump, verify, stats, rebuild_index, recover, schemas, restore, erase, compact):
         sub = commands.add_parser(
             command.NAME,
             parents=[common],
@@ -64,13 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EXIT_STATUS_HELP,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        sub.add_argument(
-            "paths",
-            nargs="*" if command is dump else "+",
-            metavar="PATH",
-            help="log dir, partition dir, .log file, glob or URI"
-            + (" (or an index, .snapshot or .checkpoint file)" if command is dump else ""),
-        )
+        if not getattr(command, "OWN_PATHS", False):
+            sub.add_argument(
+                "paths",
+                nargs="*" if command is dump else "+",
+                metavar="PATH",
+                help="log dir, partition dir, .log file, glob or URI"
+                + (" (or an index, .snapshot or .checkpoint file)" if command is dump else ""),
+            )
         command.add_arguments(sub)
         sub.set_defaults(run=command.run)
     return parser

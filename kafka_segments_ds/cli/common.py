@@ -21,7 +21,7 @@ from kafka_segments_ds.errors import (
     NoKafkaDataError,
     StorageError,
 )
-from kafka_segments_ds.fs import display_path, read_file, resolve, unreachable
+from kafka_segments_ds.fs import display_path, read_file, resolve
 from kafka_segments_ds.layout import (
     PartitionLog,
     SegmentRef,
@@ -29,8 +29,14 @@ from kafka_segments_ds.layout import (
     segment_file_name,
 )
 from kafka_segments_ds.options import parse_read_options
-from kafka_segments_ds.selection import PATH_ERRORS, check_selection, select_partitions
-from kafka_segments_ds.tiered import discover_layout, load_private_keys
+from kafka_segments_ds.selection import (
+    PATH_ERRORS,
+    check_selection,
+    discover_root,
+    no_data_message,
+    select_partitions,
+)
+from kafka_segments_ds.tiered import load_private_keys
 
 PROG = "kafka-segments"
 
@@ -103,7 +109,8 @@ def _write_bytes(data: bytes | memoryview, stream: TextIO) -> None:
 
 def render_bytes(data: bytes | None, encoding: str) -> Any:
     """Render a key/value for JSON output: utf8 (bad bytes become U+FFFD) | escaped (bad bytes
-    as ``\\xNN``) | hex | base64 | json (embedded when the bytes parse as JSON, else utf8).
+    as ``\\xNN``) | hex | base64 | json (embedded when the bytes parse as JSON, or the bytes
+    after Confluent's 5-byte wire-format header do, else utf8).
 
     ``None`` (a tombstone, a null key) stays ``None``; bytes never render as JSON null, so the
     four bytes ``null`` under ``json`` are the string ``"null"``.
@@ -117,11 +124,12 @@ def render_bytes(data: bytes | None, encoding: str) -> Any:
     if encoding == "escaped":
         return data.decode("utf-8", errors="backslashreplace")
     if encoding == "json":
-        try:
-            parsed = json.loads(data)
-        except ValueError:
-            pass
-        else:
+        # a value in Confluent's wire format (0x00, a 4-byte schema id, JSON): its JSON
+        for start in (0, 5) if data[:1] == b"\x00" else (0,):
+            try:
+                parsed = json.loads(data[start:])
+            except ValueError:
+                continue
             if parsed is not None:
                 return parsed
     return data.decode("utf-8", errors="replace")
@@ -145,7 +153,8 @@ def progress(items: list[Any], quiet: bool, desc: str) -> Iterable[Any]:
         return items
     from tqdm import tqdm
 
-    return tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
+    bar: Iterable[Any] = tqdm(items, desc=desc, unit="segment", file=sys.stderr, leave=False)
+    return bar
 
 
 def worst_status(statuses: Iterable[int]) -> int:
@@ -168,7 +177,8 @@ def storage_error(err: OSError, path: str | None) -> StorageError:
 def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
     """A whole file; OS errors become :class:`StorageError`."""
     try:
-        return read_file(filesystem, path).to_pybytes()
+        data: bytes = read_file(filesystem, path).to_pybytes()
+        return data
     except OSError as err:
         raise storage_error(err, display_path(filesystem, path)) from err
 
@@ -189,16 +199,13 @@ def partitions(
         filesystem, resolved = resolve(path, options)
         try:
             # tiered-storage buckets come with a view serving their segments as plain ones
-            filesystem, parts = discover_layout(resolved, filesystem, layout, keys)
+            filesystem, parts = discover_root(
+                filesystem, resolved, layout, keys, options, check=False
+            )
         except PATH_ERRORS as err:
             raise storage_error(err, path) from err
-        except OSError as err:  # the store, not the path: name its endpoint
-            raise unreachable(err, filesystem, resolved, options) from err
         if not any(part.segments for part in parts):
-            raise NoKafkaDataError(
-                f"{path}: no Kafka log segments (<20-digit offset>.log files) in it, in its "
-                "<topic>-<partition> subdirectories, or matching it"
-            )
+            raise NoKafkaDataError(no_data_message(path, None))
         found.extend((filesystem, part) for part in parts)
     if len(paths) < 2:
         return found

@@ -55,14 +55,18 @@ the segments and batches that hold them are decoded.
 
 Renderings of key/value bytes (--key/--value): utf8 (default: bytes that are not UTF-8 become
 U+FFFD, and a note on stderr says how many), escaped (UTF-8, other bytes as \\xNN), hex, base64,
-json (the bytes embedded as JSON when they parse, else as a utf8 string). In JSON lines a
-tombstone (null value) is null, never the string "null"; in a table it is <null>.
+json (the bytes embedded as JSON when they parse, else as a utf8 string; a value in Confluent's
+wire format, 0x00 and a schema id before JSON, as that JSON). Decoded with the Schema Registry
+archived in the same log dir (its _schemas topic; --option schemaRegistry=... for another):
+avro, protobuf, auto (by the schema's type), as the reader options valueFormat/keyFormat. In JSON
+lines a tombstone (null value) is null, never the string "null"; in a table it is <null>.
 
 Spellings of Kafka's kafka-dump-log.sh are accepted: --files a,b (the paths), --deep-iteration
 (= --deep), --print-data-log (always on here: records are printed with their data),
 --max-bytes N (only the entries within the first N bytes of each .log file)."""
 
 RENDERINGS = ("utf8", "escaped", "hex", "base64", "json")
+DECODED = ("avro", "protobuf", "auto")  # decoded with the archived schemas (valueFormat)
 # Reader options the CLI also has flags for: option name (lower case) -> (flag, args attribute)
 FLAG_OPTIONS = {
     "isolationlevel": ("--isolation", "isolation"),
@@ -119,9 +123,9 @@ def add_arguments(dump: argparse.ArgumentParser) -> None:
     for name in ("key", "value"):
         dump.add_argument(
             f"--{name}",
-            choices=RENDERINGS,
+            choices=RENDERINGS + DECODED,
             default="utf8",
-            help=f"how to render the {name} bytes (default utf8; see above)",
+            help=f"how to render or decode the {name} (default utf8; see above)",
         )
     dump.add_argument("--include-headers", action="store_true", default=None)
     dump.add_argument("--include-metadata", action="store_true", default=None)
@@ -250,6 +254,9 @@ def _reader_options(
     opts["includeMetadata"] = args.include_metadata
     opts["isolationLevel"] = args.isolation
     opts["mode"] = args.mode
+    for column, option in (("key", "keyFormat"), ("value", "valueFormat")):
+        if getattr(args, column) in DECODED:
+            opts[option] = getattr(args, column)
     if args.limit is not None and not any(k.lower() == "batchrows" for k in opts):
         # small segments are joined into batches of batchRows rows: --limit N reads no more
         opts["batchRows"] = max(1, min(args.limit, 32768))
@@ -334,7 +341,7 @@ def dump_chunks(
         gaps = _gaps(arrow_batch, args.shallow, last_seen) if args.gaps else []
         for row, gap in [*gaps, (arrow_batch.num_rows, None)]:
             if row > start:
-                yield _format(arrow_batch.slice(start, row - start), shown, args)
+                yield format_batch(arrow_batch.slice(start, row - start), shown, args)
             if gap is not None:
                 yield json.dumps({"gap": gap}) + "\n"
             start = row
@@ -423,17 +430,17 @@ def _runs(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def _format(
+def format_batch(
     arrow_batch: pa.RecordBatch, shown: list[str], args: argparse.Namespace
 ) -> str | memoryview:
     """Text for a slice of rows (of one topic-partition or several)."""
     topics = pc.unique(arrow_batch.column("topic")).to_pylist()
     if args.decoder == "auto" and len(topics) > 1 and any(t in TOPICS for t in topics):
         runs = _runs(arrow_batch.column("topic"), arrow_batch.column("partition"))
-        pieces = [_format(arrow_batch.slice(a, b - a), shown, args) for a, b in runs]
+        pieces = [format_batch(arrow_batch.slice(a, b - a), shown, args) for a, b in runs]
         return b"".join(p.encode() if isinstance(p, str) else p for p in pieces).decode()
     decoder = decoder_for(args.decoder, topics[0] if topics else None)
-    if decoder is None and args.format == "jsonl":
+    if decoder is None and args.format == "jsonl" and not _decoding(args):
         return jsonl_bytes(arrow_batch.select(shown), args.key, args.value)
     return "".join(_format_row(row, shown, args, decoder) + "\n" for row in _rows(arrow_batch))
 
@@ -453,12 +460,29 @@ def _rows(arrow_batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
         yield dict(zip(names, values, strict=True))
 
 
+def _decoding(args: argparse.Namespace) -> bool:
+    return args.key in DECODED or args.value in DECODED
+
+
+def _bytes_rendering(rendering: str) -> str:
+    """How bytes are shown under ``rendering`` (headers stay bytes when values are decoded)."""
+    return rendering if rendering in RENDERINGS else "utf8"
+
+
+def _render(value: Any, rendering: str) -> Any:
+    if rendering in DECODED:
+        from kafka_segments_ds.schemas.decode import json_value
+
+        return json_value(value)
+    return render_bytes(value, rendering)
+
+
 def _format_row(
     row: dict[str, Any], shown: list[str], args: argparse.Namespace, decoder: Decoder | None
 ) -> str:
     out = {name: row[name] for name in shown}
-    out["key"] = render_bytes(row["key"], args.key)
-    out["value"] = render_bytes(row["value"], args.value)
+    out["key"] = _render(row["key"], args.key)
+    out["value"] = _render(row["value"], args.value)
     if decoder is not None:
         try:
             out["key"], out["value"] = decoder(row["key"], row["value"])
@@ -473,7 +497,8 @@ def _format_row(
             out["decode_error"] = err.reason
     if out.get("headers") is not None:
         out["headers"] = [
-            {"key": h["key"], "value": render_bytes(h["value"], args.value)} for h in out["headers"]
+            {"key": h["key"], "value": render_bytes(h["value"], _bytes_rendering(args.value))}
+            for h in out["headers"]
         ]
     if args.format == "jsonl":
         return json.dumps(out, ensure_ascii=False)

@@ -117,7 +117,8 @@ def _write(piece: Piece, lengths: np.ndarray, out: np.ndarray, cursor: np.ndarra
 def _valid(column: pa.Array) -> np.ndarray:
     if column.null_count == 0:
         return np.ones(len(column), np.bool_)
-    return column.is_valid().to_numpy(zero_copy_only=False)
+    valid: np.ndarray = column.is_valid().to_numpy(zero_copy_only=False)
+    return valid
 
 
 def _buffers_piece(kind: str, column: pa.Array) -> Piece:

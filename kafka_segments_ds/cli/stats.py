@@ -34,10 +34,11 @@ from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import parse_read_options
-from kafka_segments_ds.planning import OPEN_TRANSACTION_END, collect_aborted, segment_tasks
+from kafka_segments_ds.planning import segment_tasks
 from kafka_segments_ds.reader import read_tasks
 from kafka_segments_ds.reader.damage import SUMMARY_MARKER
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
+from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 NAME = "stats"
 SUMMARY = "per-partition statistics"

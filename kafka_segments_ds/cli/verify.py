@@ -47,12 +47,12 @@ from kafka_segments_ds.errors import KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
 from kafka_segments_ds.options import ReadOptions, parse_read_options
-from kafka_segments_ds.planning import control_marker, segment_bounds
 from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import EntryTable, scan_entries
 from kafka_segments_ds.records.v2 import CONTROL_ABORT
-from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.scan_task import ScanTask, segment_bounds
+from kafka_segments_ds.transactions import control_marker
 
 NAME = "verify"
 SUMMARY = "check logs and indexes"

@@ -64,19 +64,20 @@ class ColumnBuilder:
         """A column holding one value: a slice of an array built once per task."""
         cached = self._constants.get(name)
         if cached is None or len(cached) < n:
-            cached = pa.repeat(pa.scalar(value, arrow_type), max(n, 4096))
+            cached = _repeat(value, arrow_type, max(n, 4096))
             self._constants[name] = cached
         return cached.slice(0, n)
 
     def _metadata(self, name: str, ent: np.ndarray, e: dict[str, np.ndarray]) -> pa.Array:
         if name == "compression":
             return pa.DictionaryArray.from_arrays(
-                pa.array(e["codec"][ent].astype(np.int32)), pa.array(CODEC_LABELS)
+                _fixed_width(e["codec"][ent], pa.int32()), _strings(CODEC_LABELS)
             ).cast(pa.string())
         if name in ("isTransactional", "isControl"):
             bit = 0x10 if name == "isTransactional" else 0x20
             flags = (e["magic"][ent] == 2) & ((e["attributes"][ent] & bit) != 0)
-            return pa.array(flags, pa.bool_())
+            bits = pa.py_buffer(np.packbits(flags, bitorder="little"))
+            return pa.Array.from_buffers(pa.bool_(), flags.shape[0], [None, bits])
         source, arrow_type = {
             "magic": ("magic", pa.int8()),
             "batchBaseOffset": ("base_offset", pa.int64()),
@@ -87,7 +88,35 @@ class ColumnBuilder:
             "leaderEpoch": ("leader_epoch", pa.int32()),
             "position": ("position", pa.int64()),
         }[name]
-        return pa.array(e[source][ent].astype(arrow_type.to_pandas_dtype()), arrow_type)
+        return _fixed_width(e[source][ent], arrow_type)
+
+
+# Columns are built from buffers only: pa.array and pa.scalar import pandas on first use (when
+# installed), which is 0.2-0.5 s of a fresh process's first read.
+
+
+def _repeat(value: object, arrow_type: pa.DataType, n: int) -> pa.Array:
+    """``value`` (a str, an int or None) ``n`` times."""
+    if value is None:
+        return pa.nulls(n, arrow_type)
+    if isinstance(value, str):
+        encoded = value.encode()
+        if len(encoded) * n >= 2**31:  # past int32 offsets: Arrow's own repeat chunks it
+            return pa.repeat(pa.scalar(value, arrow_type), n)
+        offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(encoded))
+        return pa.Array.from_buffers(
+            arrow_type, n, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * n)]
+        )
+    return _fixed_width(np.full(n, value, np.int64), arrow_type)
+
+
+def _strings(values: tuple[str, ...] | list[str]) -> pa.Array:
+    """A small string array."""
+    encoded = [v.encode() for v in values]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(v) for v in encoded], out=offsets[1:])
+    data = pa.py_buffer(b"".join(encoded))
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), data])
 
 
 def _allocate(n: int, dtype: type) -> tuple[pa.Buffer, np.ndarray]:
@@ -182,4 +211,6 @@ def headers_column(
         keys = pa.array([v.decode("utf-8", errors="replace") for v in raw.to_pylist()], pa.string())
     values = binary_column(window, arena, h_vpos, h_vlen)
     struct = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE.value_type))
-    return pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), struct, type=HEADER_TYPE)
+    return pa.ListArray.from_arrays(
+        _fixed_width(list_offsets, pa.int32()), struct, type=HEADER_TYPE
+    )

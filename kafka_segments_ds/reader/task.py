@@ -77,6 +77,9 @@ def read_tasks(
                 )
 
             try:
+                if options.decode:  # keys / values in Confluent's wire format: a post-step
+                    yield from _decoded(task, options, columns, current, read_ahead)
+                    continue
                 reader = _TaskReader(task, options, columns, current.source, current.shown)
                 yield from reader.run(read_ahead)
             except FileNotFoundError as err:
@@ -86,6 +89,25 @@ def read_tasks(
     finally:
         if ahead is not None:
             ahead.source.close()
+
+
+def _decoded(
+    task: ScanTask,
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    current: _Opened,
+    read_ahead: Callable[[], None],
+) -> Iterator[pa.RecordBatch]:
+    from kafka_segments_ds.schemas.decode import TaskDecoder, wants_decoding
+
+    if not wants_decoding(options):
+        yield from _TaskReader(task, options, columns, current.source, current.shown).run(
+            read_ahead
+        )
+        return
+    post = TaskDecoder(options, task.topic, task.partition, current.shown)
+    reader = _TaskReader(task, options, post.input_columns(columns), current.source, current.shown)
+    yield from post.apply(reader.run(read_ahead), columns)
 
 
 def segment_gone(task: ScanTask, options: ReadOptions, shown: str, err: OSError) -> None:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,6 +214,7 @@ def _first_bad_batch(
     counts = h[:, K.H_COUNT]
     cut = n
     errors: dict[int, CorruptSegmentError] = {}
+    make: Callable[[int], CorruptSegmentError]
     if opts.verify_checksums and cut:
         actual = _lookup_checksums(checksums, positions[:cut])
         if actual is None:
@@ -645,7 +647,7 @@ def batch_checksums(window: np.ndarray, positions: np.ndarray, ends: np.ndarray)
 
 def _scratch(name: str, n: int) -> np.ndarray:
     """A reusable int64 array of at least ``n`` (per thread; contents die with the window)."""
-    pool = _SCRATCH.__dict__.setdefault("pool", {})
+    pool: dict[str, np.ndarray] = _SCRATCH.__dict__.setdefault("pool", {})
     buf = pool.get(name)
     if buf is None or buf.shape[0] < n:
         buf = np.empty(max(n, 1024) + (n >> 2), np.int64)

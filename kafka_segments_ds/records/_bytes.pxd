@@ -42,35 +42,43 @@ cdef inline Py_ssize_t unsigned_varint(const uint8_t *buf, Py_ssize_t pos, Py_ss
 cdef inline Py_ssize_t varint(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
                               int64_t *value) noexcept nogil:
     """Zigzag varint (int32 range; the bits past 32 of a fifth byte dropped, as Java does)."""
-    cdef int64_t b
-    cdef uint64_t raw = 0
-    if pos < end:
-        b = buf[pos]
-        if b < 0x80:  # one byte: most lengths, deltas and counts
-            value[0] = (b >> 1) ^ -(b & 1)
-            return pos + 1
-    pos = unsigned_varint(buf, pos, end, 5, &raw)
-    if pos < 0:
-        value[0] = 0
-        return -1
-    raw &= <uint64_t>0xFFFFFFFF
-    value[0] = (<int64_t>(raw >> 1)) ^ -(<int64_t>(raw & 1))
-    return pos
+    cdef Py_ssize_t after = short_zigzag(buf, pos, end, value)
+    return after if after >= 0 else zigzag_varint(buf, pos, end, 5, value)
 
 
 cdef inline Py_ssize_t varlong(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
                                int64_t *value) noexcept nogil:
+    cdef Py_ssize_t after = short_zigzag(buf, pos, end, value)
+    return after if after >= 0 else zigzag_varint(buf, pos, end, 10, value)
+
+
+cdef inline Py_ssize_t short_zigzag(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
+                                    int64_t *value) noexcept nogil:
+    """A one- or two-byte varint (most lengths, deltas and counts), or -1 for the others:
+    small, so that it inlines into the loops."""
     cdef int64_t b
-    cdef uint64_t raw = 0
-    if pos < end:
+    if pos + 1 < end:
         b = buf[pos]
         if b < 0x80:
             value[0] = (b >> 1) ^ -(b & 1)
             return pos + 1
-    pos = unsigned_varint(buf, pos, end, 10, &raw)
+        if buf[pos + 1] < 0x80:
+            b = (b & 0x7F) | (<int64_t>buf[pos + 1] << 7)
+            value[0] = (b >> 1) ^ -(b & 1)
+            return pos + 2
+    return -1
+
+
+cdef inline Py_ssize_t zigzag_varint(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
+                                     int max_bytes, int64_t *value) noexcept nogil:
+    """The general case of varint (``max_bytes`` 5) and varlong (10)."""
+    cdef uint64_t raw = 0
+    pos = unsigned_varint(buf, pos, end, max_bytes, &raw)
     if pos < 0:
         value[0] = 0
         return -1
+    if max_bytes == 5:
+        raw &= <uint64_t>0xFFFFFFFF
     value[0] = (<int64_t>(raw >> 1)) ^ -(<int64_t>(raw & 1))
     return pos
 

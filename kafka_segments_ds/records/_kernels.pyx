@@ -31,7 +31,7 @@ cdef enum:
 
 
 def _i64(a):
-    return np.asarray(a, np.int64)
+    return np.ascontiguousarray(a, np.int64)
 
 
 def _varint(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end):
@@ -118,6 +118,10 @@ def parse_v2_headers(const uint8_t[::1] buf, positions):
     return out
 
 
+cdef inline int64_t *_out(int64_t[::1] a) noexcept:
+    return &a[0] if a.shape[0] else <int64_t *>0
+
+
 def decode_v2_records(
     const uint8_t[::1] src0,
     const uint8_t[::1] src1,
@@ -165,6 +169,16 @@ def decode_v2_records(
     cdef int64_t klen, vlen, hcount, hk, hv, k, _h
     cdef bint log_append
     cdef int status
+    # plain pointers, held in registers: a store through a memoryview reloads its fields
+    cdef int64_t *o_offset = _out(r_offset)
+    cdef int64_t *o_ts = _out(r_ts)
+    cdef int64_t *o_ts_type = _out(r_ts_type)
+    cdef int64_t *o_kpos = _out(r_kpos)
+    cdef int64_t *o_klen = _out(r_klen)
+    cdef int64_t *o_vpos = _out(r_vpos)
+    cdef int64_t *o_vlen = _out(r_vlen)
+    cdef int64_t *o_hpos = _out(r_hpos)
+    cdef int64_t *o_hcount = _out(r_hcount)
     with nogil:
         for b in range(nb):
             if start[b] >= len0:
@@ -254,15 +268,15 @@ def decode_v2_records(
                     status = 7
                     pos = rstart
                     break
-                r_offset[row] = base_offset + delta
-                r_ts[row] = max_ts if log_append else base_ts + ts_delta
-                r_ts_type[row] = 1 if log_append else 0
-                r_kpos[row] = kpos + shift
-                r_klen[row] = klen
-                r_vpos[row] = vpos + shift
-                r_vlen[row] = vlen
-                r_hpos[row] = hpos + shift
-                r_hcount[row] = hcount
+                o_offset[row] = base_offset + delta
+                o_ts[row] = max_ts if log_append else base_ts + ts_delta
+                o_ts_type[row] = 1 if log_append else 0
+                o_kpos[row] = kpos + shift
+                o_klen[row] = klen
+                o_vpos[row] = vpos + shift
+                o_vlen[row] = vlen
+                o_hpos[row] = hpos + shift
+                o_hcount[row] = hcount
                 row += 1
             if status == 0 and pos != end:
                 status = 8
@@ -340,29 +354,32 @@ def gather_into(
     const uint8_t[::1] src1,
     pos,
     length,
-    const int32_t[:] offsets,
+    offsets,
     uint8_t[::1] data,
 ):
-    cdef const int64_t[:] p = _i64(pos)
-    cdef const int64_t[:] ln = _i64(length)
+    cdef const int64_t[::1] p = _i64(pos)
+    cdef const int64_t[::1] ln = _i64(length)
+    cdef const int32_t[::1] off = np.ascontiguousarray(offsets, np.int32)
     cdef Py_ssize_t n = p.shape[0], i, len0 = src0.shape[0], len1 = src1.shape[0]
     cdef Py_ssize_t size = data.shape[0]
-    if ln.shape[0] < n or offsets.shape[0] < n:
+    if ln.shape[0] < n or off.shape[0] < n:
         raise ValueError("pos, length and offsets differ in length")
     cdef int64_t bad = 0, o, q, m
     cdef uint8_t *out = &data[0] if size else <uint8_t *>0
+    cdef const uint8_t *in0 = ptr(src0)
+    cdef const uint8_t *in1 = ptr(src1)
     with nogil:
         for i in range(n):
             m = ln[i]
             if m > 0:
-                o = offsets[i]
+                o = off[i]
                 q = p[i]
                 if o < 0 or o + m > size:
                     bad += 1
                 elif q >= 0 and q + m <= len0:
-                    memcpy(out + o, ptr(src0) + q, m)
+                    memcpy(out + o, in0 + q, m)
                 elif len0 <= q and q - len0 + m <= len1:
-                    memcpy(out + o, ptr(src1) + (q - len0), m)
+                    memcpy(out + o, in1 + (q - len0), m)
                 else:
                     memset(out + o, 0, m)
                     bad += 1

@@ -44,7 +44,7 @@ from kafka_segments_ds.errors import (
 try:
     import lz4.frame as _lz4f
 except ImportError:  # pragma: no cover - exercised only without the extra
-    _lz4f = None  # type: ignore[assignment]
+    _lz4f = None
 try:
     import zstandard as _zstd
 except ImportError:  # pragma: no cover
@@ -138,7 +138,8 @@ def decompress(
         # cannot expand past the limit (LZ4 expands at most ~255 times) and whose header
         # checksum liblz4 verifies itself. Everything else takes the checked path below.
         try:
-            return _lz4f.decompress(payload)
+            plain: bytes = _lz4f.decompress(payload)
+            return plain
         except _CODEC_ERRORS as err:
             raise CorruptSegmentError(f"lz4: {err}") from err
     if max_bytes < 0:
@@ -349,7 +350,8 @@ def _lz4_decompress(view: memoryview, max_bytes: int, magic: int) -> bytes:
     if hc == view[hc_pos] and bound <= max_bytes:
         # The bound proves the output fits, so the one-shot call (the fastest) is safe. Like
         # Kafka it stops at the end mark, ignoring any bytes after it.
-        return _lz4f.decompress(view)
+        whole: bytes = _lz4f.decompress(view)
+        return whole
     return _lz4_stream(view, hc_pos, hc, min(max(bound, LZ4_MIN_CHUNK), LZ4_MAX_CHUNK), max_bytes)
 
 
@@ -405,7 +407,7 @@ def _lz4_output_bound(view: memoryview, pos: int, flg: int, bd: int, max_bytes: 
 def _lz4_compress(data: Buffer, magic: int, level: int | None) -> bytes:
     if _lz4f is None:
         raise MissingCodecError("lz4", "lz4")
-    frame = _lz4f.compress(
+    frame: bytes = _lz4f.compress(
         data,
         compression_level=0 if level is None else level,
         block_size=_lz4f.BLOCKSIZE_MAX64KB,

@@ -442,7 +442,8 @@ if _compiled is not None:
         batches = len(args[2])
         n = min(_threads(), batches)
         if n <= 1:
-            return _decode_serial(*args)
+            _decode_serial(*args)
+            return None
         cuts = np.linspace(0, batches, n + 1).astype(np.int64).tolist()
         jobs = [
             (*args[:2], *(a[lo:hi] for a in args[2:11]), *args[11:20], args[20][lo:hi],
@@ -452,7 +453,7 @@ if _compiled is not None:
         _in_parallel(_decode_serial, jobs)
         return None
 
-    def gather_into(  # type: ignore[misc]
+    def gather_into(
         src0: np.ndarray,
         src1: np.ndarray,
         pos: np.ndarray,

@@ -63,7 +63,6 @@ DELETE_HORIZON_MASK = 0x40
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
-NO_TIMESTAMP_TYPE = -1
 
 CONTROL_KEY = struct.Struct(">hh")  # version, type
 END_TXN_MARKER = struct.Struct(">hi")  # version, coordinatorEpoch

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from kafka_segments_ds.tiered.chunks import load_private_keys
 from kafka_segments_ds.tiered.layouts import (
-    LAYOUTS,
     discover_layout,
     is_tiered_segment,
     resolve_overlaps,
@@ -15,7 +14,6 @@ from kafka_segments_ds.tiered.layouts import (
 from kafka_segments_ds.tiered.storage import combine_filesystems
 
 __all__ = [
-    "LAYOUTS",
     "combine_filesystems",
     "discover_layout",
     "is_tiered_segment",

@@ -107,9 +107,10 @@ class ChunkDecoder:
         from cryptography.exceptions import InvalidTag
 
         try:
-            return self._aead.decrypt(
+            plain: bytes = self._aead.decrypt(
                 bytes(stored[:IV_BYTES]), bytes(stored[IV_BYTES:]), self.manifest.aad
             )
+            return plain
         except InvalidTag as err:
             raise StorageError(
                 f"{what} fails AES-GCM authentication (damaged, truncated or another key)",

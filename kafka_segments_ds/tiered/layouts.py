@@ -37,16 +37,17 @@ from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError, StorageError, UnsafePathError
 from kafka_segments_ds.layout import (
     INDEX_SUFFIX,
+    LAYOUTS,
     LOG_SUFFIX,
     MAX_OFFSET,
+    TIERED_LAYOUTS,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     PartitionLog,
     SegmentRef,
-    _collect,
-    _Partition,
     discover,
     parse_partition_dir_name,
+    partitions_from_listings,
     refuse_escapes,
 )
 from kafka_segments_ds.tiered.aiven import (
@@ -60,8 +61,6 @@ from kafka_segments_ds.tiered.aiven import (
 )
 from kafka_segments_ds.tiered.storage import TieredHandler, tiered_filesystem
 
-LAYOUTS = ("auto", "broker", "aiven", "local-tiered", "pinterest", "linkedin-azure")
-TIERED_LAYOUTS = LAYOUTS[2:]
 FETCH_THREADS = 16  # manifests / first entries fetched at once at discovery
 _ID = r"[A-Za-z0-9_-]{22}"
 _AIVEN_TOPIC_DIR = re.compile(rf"(?P<topic>.+)-(?P<topic_id>{_ID})")
@@ -81,7 +80,7 @@ _logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class _Candidate:
+class Candidate:
     """A segment before overlaps are resolved, with what ranks copies of the same offsets."""
 
     ref: SegmentRef
@@ -120,11 +119,11 @@ def discover_layout(
     if layout == "broker" or kfs.has_glob(path):
         if layout not in ("auto", "broker"):
             raise InvalidOptionError(f"layout {layout} does not take glob patterns: {path}")
-        return filesystem, discover(path, filesystem)
+        return filesystem, discover(path, filesystem, checked)
     root = path.rstrip("/") or "/"
     if layout == "auto" and not tiered_only:
         try:
-            found = discover(path, filesystem)  # FileNotFoundError when missing
+            found = discover(path, filesystem, checked)  # FileNotFoundError when missing
         except InvalidOptionError:
             if _tiered_stem(root) is None:
                 raise  # a file that is no segment of any layout
@@ -199,10 +198,7 @@ def _discover_tiered(
     elif kind == "local-tiered":
         partitions = [_local_tiered(d, files) for d, files in dirs.items()]
     elif kind == "pinterest":
-        found: dict[str, _Partition] = {}
-        for directory, files in dirs.items():
-            _collect(directory, files, None, found)
-        partitions = [p.freeze() for p in found.values() if p.segments]
+        partitions = partitions_from_listings(dirs)
     else:
         partitions = _linkedin_azure(filesystem, dirs)
     partitions = [p for p in partitions if p.segments]
@@ -314,7 +310,7 @@ def _aiven(
     for key in [k for k in cache if k not in listed and posixpath.dirname(k[0]) in dirs]:
         del cache[key]  # gone from the bucket (retention): forget it
     manifests = [cache.get(key) for key in keys]
-    found: dict[str, list[_Candidate]] = {d: [] for d in dirs}
+    found: dict[str, list[Candidate]] = {d: [] for d in dirs}
     topics: dict[str, str] = {}
     for (directory, stem_path, objects), manifest in zip(jobs, manifests, strict=True):
         if manifest is None:
@@ -390,7 +386,7 @@ def _aiven_segment(
     stem_path: str,
     objects: dict[str, pafs.FileInfo],
     manifest: SegmentManifest,
-) -> _Candidate:
+) -> Candidate:
     parsed = parse_stem(posixpath.basename(stem_path) + LOG_SUFFIX)
     assert parsed is not None
     base_offset = parsed[0]
@@ -420,7 +416,7 @@ def _aiven_segment(
         chunk_size=manifest.chunks.original_chunk_size if manifest.transformed else 0,
     )
     event = manifest.event_timestamp if manifest.event_timestamp is not None else -1
-    return _Candidate(ref, event)
+    return Candidate(ref, event)
 
 
 # -- raw copies ----------------------------------------------------------------------------------
@@ -439,7 +435,7 @@ def _local_tiered(directory: str, files: list[pafs.FileInfo]) -> PartitionLog:
         if LOG_SUFFIX in objects:
             offset = parse_stem(posixpath.basename(stem_path) + LOG_SUFFIX)
             assert offset is not None
-            candidates.append(_Candidate(_raw_ref(offset[0], objects)))
+            candidates.append(Candidate(_raw_ref(offset[0], objects)))
     return PartitionLog(
         match["topic"], int(match["partition"]), directory, resolve_overlaps(candidates)
     )
@@ -495,7 +491,7 @@ def _linkedin_azure(
         match = _AZURE_CONTAINER.fullmatch(posixpath.basename(directory))
         assert match is not None
         candidates = [
-            _Candidate(_raw_ref(firsts[objects[LOG_SUFFIX].path], objects))
+            Candidate(_raw_ref(firsts[objects[LOG_SUFFIX].path], objects))
             for objects in segments.values()
             if LOG_SUFFIX in objects and objects[LOG_SUFFIX].path in firsts
         ]
@@ -523,7 +519,7 @@ def _first_offset(filesystem: pafs.FileSystem, path: str) -> int:
 # -- overlaps ------------------------------------------------------------------------------------
 
 
-def resolve_overlaps(candidates: Iterable[_Candidate]) -> tuple[SegmentRef, ...]:
+def resolve_overlaps(candidates: Iterable[Candidate]) -> tuple[SegmentRef, ...]:
     """Each offset from one segment only.
 
     Segments are taken by base offset; of several with the same base offset the one reaching

@@ -66,4 +66,5 @@ def oaep_encrypt(public_key: Any, message: bytes, seed: bytes) -> bytes:
     masked_db = _xor(db, _mgf1(seed, k - H_LEN - 1))
     masked_seed = _xor(seed, _mgf1(masked_db, H_LEN))
     m = int.from_bytes(b"\x00" + masked_seed + masked_db, "big")
-    return pow(m, numbers.e, numbers.n).to_bytes(k, "big")
+    encrypted: int = pow(m, numbers.e, numbers.n)
+    return encrypted.to_bytes(k, "big")

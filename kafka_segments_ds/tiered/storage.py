@@ -48,7 +48,7 @@ _KEYS: OrderedDict[tuple[bytes, str, bytes], bytes] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
-class TieredHandler(pafs.FileSystemHandler):
+class TieredHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # pyarrow has no types
     """See the module docstring. ``aiven_dirs``: partition directories of Aiven segments;
     ``private_keys``: key-pair id -> PEM private key bytes."""
 
@@ -219,7 +219,8 @@ class TieredHandler(pafs.FileSystemHandler):
         return "kafka-tiered"
 
     def normalize_path(self, path: str) -> str:
-        return self.base.normalize_path(path)
+        normalized: str = self.base.normalize_path(path)
+        return normalized
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         out = []

@@ -13,13 +13,12 @@ from kafka_segments_ds.errors import InvalidInputError
 from kafka_segments_ds.records._compiled import load
 from kafka_segments_ds.records.encoder import BinaryColumn, RecordColumns
 
-WRITE_COLUMNS = ("key", "value", "topic", "partition", "timestamp", "headers")
 _UNITS_PER_MS = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}  # 0: seconds (multiply)
 _ASSIGNED = {"offset", "timestampType"}  # reader columns the writer assigns itself
 
 
 def _is_binary_like(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
         or pa.types.is_string(t)
@@ -28,7 +27,7 @@ def _is_binary_like(t: pa.DataType) -> bool:
 
 
 def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _headers_ok(t: pa.DataType) -> bool:

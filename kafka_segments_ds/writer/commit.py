@@ -520,7 +520,7 @@ def _write_journal(fs: pafs.FileSystem, staging: str, journal: dict[str, Any]) -
 
 
 def _exists(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type != pafs.FileType.NotFound
+    return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
 
 def apply_journal(fs: pafs.FileSystem, staging: str, journal: dict[str, Any]) -> None:

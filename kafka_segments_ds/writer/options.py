@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError
-from kafka_segments_ds.layout import _TOPIC, MAX_TOPIC_LENGTH
+from kafka_segments_ds.layout import MAX_TOPIC_LENGTH, TOPIC_NAME
 from kafka_segments_ds.options import (
     CLIENT_PREFIX,
     PASSTHROUGH_PREFIXES,
-    _bool,
-    _choice,
-    _int,
+    parse_bool,
+    parse_choice,
+    parse_int,
     redacted_repr,
 )
 from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
@@ -96,7 +96,7 @@ def validate_topic(topic: Any, where: str = "topic") -> str:
         raise InvalidOptionError(
             f"{where} {topic[:40]!r}... is {len(topic)} characters; Kafka allows {MAX_TOPIC_LENGTH}"
         )
-    if topic in (".", "..") or not _TOPIC.fullmatch(topic):
+    if topic in (".", "..") or not TOPIC_NAME.fullmatch(topic):
         raise InvalidOptionError(
             f"{where} {topic!r} is not a valid Kafka topic name: use ASCII letters, digits, "
             "'.', '_' and '-', and not '.' or '..'"
@@ -153,7 +153,7 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
     codec = CompressionType.NONE
     if (v := get("compression")) is not None:
         labels = tuple(CODEC_LABELS[c] for c in CompressionType)
-        codec = CompressionType(labels.index(_choice("compression", v, labels)))
+        codec = CompressionType(labels.index(parse_choice("compression", v, labels)))
     fields["compression"] = codec
     if (v := get("compressionlevel")) is not None:
         if codec not in COMPRESSION_LEVELS:
@@ -164,7 +164,7 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
         fields["compression_level"] = _bounded("compressionLevel", v, low, high)
     magic = 2
     if (v := get("magic")) is not None:
-        magic = int(_choice("magic", v, ("0", "1", "2")))
+        magic = int(parse_choice("magic", v, ("0", "1", "2")))
     fields["magic"] = magic
     if magic < 2 and codec == CompressionType.ZSTD:
         raise InvalidOptionError("zstd needs magic 2 (Kafka 2.1+); use magic 2 or another codec")
@@ -180,21 +180,21 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
             high = 2**63 - 1 if name == "segmentMs" else INT32_MAX
             fields[field] = _bounded(name, v, low, high)
     if (v := get("timestamptype")) is not None:
-        kind = _choice("timestampType", v, ("createtime", "logappendtime"))
+        kind = parse_choice("timestampType", v, ("createtime", "logappendtime"))
         if kind == "logappendtime" and magic == 0:
             raise InvalidOptionError("magic 0 has no timestamps; LogAppendTime needs magic 1 or 2")
         fields["log_append_time"] = kind == "logappendtime"
     if (v := get("erroriftopicexists")) is not None:
-        fields["error_if_topic_exists"] = _bool("errorIfTopicExists", v)
+        fields["error_if_topic_exists"] = parse_bool("errorIfTopicExists", v)
     if (v := get("allowemptyoverwrite")) is not None:
-        fields["allow_empty_overwrite"] = _bool("allowEmptyOverwrite", v)
-    if (v := get("growpartitions")) is not None and _bool("growPartitions", v):
+        fields["allow_empty_overwrite"] = parse_bool("allowEmptyOverwrite", v)
+    if (v := get("growpartitions")) is not None and parse_bool("growPartitions", v):
         if fields.get("num_partitions") is None:
             raise InvalidOptionError(
                 "option growPartitions=true needs numPartitions: the count to grow the topic to"
             )
         fields["grow_partitions"] = True
-    if (v := get("preserveoffsets")) is not None and _bool("preserveOffsets", v):
+    if (v := get("preserveoffsets")) is not None and parse_bool("preserveOffsets", v):
         if magic != 2:
             raise InvalidOptionError(
                 "preserveOffsets=true writes magic 2 batches; drop option magic"
@@ -204,7 +204,7 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
 
 
 def _bounded(name: str, value: Any, low: int, high: int) -> int:
-    number = _int(name, value, low)
+    number = parse_int(name, value, low)
     if number > high:
         raise InvalidOptionError(f"option {name} must be <= {high}, not {number}")
     return number

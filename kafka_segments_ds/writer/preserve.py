@@ -32,7 +32,7 @@ from kafka_segments_ds.errors import InvalidInputError
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.records.checksums import crc32c
 from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
-from kafka_segments_ds.records.encoder import BatchSettings, RecordColumns, encode_v2
+from kafka_segments_ds.records.encoder import BatchSettings, BinaryColumn, RecordColumns, encode_v2
 from kafka_segments_ds.records.v2 import CRC_START, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
 from kafka_segments_ds.writer.columns import record_columns
 
@@ -66,7 +66,7 @@ def row_offsets(table: pa.Table, where: str) -> np.ndarray:
     if column.null_count:
         row = int(np.argmax(~pc.is_valid(column).to_numpy(zero_copy_only=False)))
         raise InvalidInputError(f"{where}: row {row} has a null offset (preserveOffsets=true)")
-    offsets = pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
+    offsets: np.ndarray = pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
     if len(offsets) and offsets.min() < 0:
         row = int(np.argmax(offsets < 0))
         raise InvalidInputError(f"{where}: row {row} has offset {int(offsets[row])} < 0")
@@ -98,7 +98,7 @@ def _int_column(
     if column.null_count:
         row = int(np.argmax(~pc.is_valid(column).to_numpy(zero_copy_only=False)))
         raise InvalidInputError(f"{where}: row {row} has a null {name}")
-    values = pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False)
     bad = (values < low) | (values > high)
     if bad.any():
         row = int(np.argmax(bad))
@@ -111,7 +111,8 @@ def _int_column(
 def _bool_column(table: pa.Table, name: str) -> np.ndarray | None:
     if name not in table.column_names:
         return None
-    return pc.fill_null(table.column(name), False).to_numpy(zero_copy_only=False).astype(bool)
+    flags: np.ndarray = pc.fill_null(table.column(name), False).to_numpy(zero_copy_only=False)
+    return flags.astype(bool)
 
 
 def _codes(table: pa.Table, where: str) -> np.ndarray | None:
@@ -126,7 +127,8 @@ def _codes(table: pa.Table, where: str) -> np.ndarray | None:
             f"{where}: row {row} has compression {column[row].as_py()!r}, not one of "
             f"{', '.join(CODEC_LABELS)}"
         )
-    return pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    filled: np.ndarray = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False)
+    return filled.astype(np.int64)
 
 
 def encode_preserved(
@@ -174,10 +176,12 @@ def encode_preserved(
         raise InvalidInputError(
             f"{where}: give both batchBaseOffset and batchLastOffset, or neither"
         )
-    bases = lasts = None
+    bases: np.ndarray | None = None
+    lasts: np.ndarray | None = None
     if batch_cols:
         bases = _int_column(table, "batchBaseOffset", 0, 0, 2**63 - 1, where)
         lasts = _int_column(table, "batchLastOffset", 0, 0, 2**63 - 1, where)
+        assert bases is not None and lasts is not None  # both columns are there
         bad = (bases > offsets) | (lasts < offsets) | (lasts - bases > INT32_MAX)
         if bad.any():
             row = int(np.argmax(bad))
@@ -193,7 +197,7 @@ def encode_preserved(
         cut[1:] |= key[1:] != key[:-1]
     run_starts = np.flatnonzero(cut)
     run_stops = np.append(run_starts[1:], rows)
-    if bases is not None:
+    if bases is not None and lasts is not None:
         run_bases, run_lasts = bases[run_starts], lasts[run_starts]
         overlap = run_bases[1:] <= run_lasts[:-1]
         if overlap.any():
@@ -249,9 +253,11 @@ class _Batches:
         self.append, self.stamps = append, stamps
         self.transactional = transactional if transactional is not None else np.zeros(rows, bool)
         default = int(settings.compression)
-        self.codec = np.where(codecs >= 0, codecs, default) if codecs is not None else None
-        if self.codec is None:
-            self.codec = np.full(rows, default, np.int64)
+        self.codec: np.ndarray = (
+            np.where(codecs >= 0, codecs, default)
+            if codecs is not None
+            else np.full(rows, default, np.int64)
+        )
         self.header = {  # batch header field -> per-row values
             name: values if values is not None else np.full(rows, getattr(settings, attr))
             for name, attr in (
@@ -334,7 +340,8 @@ class _Batches:
             bool(self.transactional[first]),
         )  # fmt: skip
         self.parts.append(batch)
-        top = run.log_append_time if self.append[first] else int(self.stamps[first:stop].max())
+        # the batch's append time (log_append_time above) or its largest timestamp
+        top = int(self.stamps[first]) if self.append[first] else int(self.stamps[first:stop].max())
         for target, value in zip(self.lists, (len(batch), base, last, top, first), strict=True):
             target.append(value)
 
@@ -391,7 +398,7 @@ def _encode_one(
     """One batch with offset deltas from ``base`` (gaps kept) and ``last - base`` as its last
     offset delta: the reference builder, record by record."""
 
-    def blob(col, i):  # type: ignore[no-untyped-def]
+    def blob(col: BinaryColumn, i: int) -> bytes | None:
         if not col.valid[i]:
             return None
         return col.data[col.offsets[i] : col.offsets[i + 1]].tobytes()
@@ -400,7 +407,7 @@ def _encode_one(
     specs = []
     for i in range(first, stop):
         headers = tuple(
-            (blob(hk, h).decode("utf-8"), blob(hv, h))
+            ((blob(hk, h) or b"").decode("utf-8"), blob(hv, h))  # keys are never null
             for h in range(int(columns.header_rows[i]), int(columns.header_rows[i + 1]))
         )
         specs.append(

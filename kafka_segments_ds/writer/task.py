@@ -117,7 +117,7 @@ def encode_legacy(
         raise InvalidInputError(f"magic {magic} has no record headers; use magic 2")
     keys, values = columns.keys, columns.values
 
-    def blob(col, i):  # type: ignore[no-untyped-def]
+    def blob(col: BinaryColumn, i: int) -> bytes | None:
         if not col.valid[i]:
             return None
         return col.data[col.offsets[i] : col.offsets[i + 1]].tobytes()
@@ -415,7 +415,7 @@ class TaskWriter:
                 column = pc.cast(column, pa.int64())
             except pa.ArrowInvalid as err:
                 raise InvalidInputError(f"partition values out of range: {err}") from err
-            given = pc.fill_null(column, -1).to_numpy().astype(np.int64)
+            given: np.ndarray = pc.fill_null(column, -1).to_numpy().astype(np.int64)
             bad = (
                 (given < -1)
                 | (given > MAX_PARTITION)

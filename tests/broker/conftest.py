@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka_broker import Broker
+
+from .kafka_broker import Broker
 
 NEEDS = "Java 17+ (java, javac) and Maven (mvn): apt-get install openjdk-17-jdk-headless maven"
 
@@ -69,7 +70,7 @@ def legacy_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 @pytest.fixture
 def broker(broker_session: Broker) -> Broker:
     """The session's one broker, running (started again if an earlier test left it stopped).
-    A test may stop, kill or restart it; topics are the test's own (unique names)."""
+    A test may stop, kill or start it again; topics are the test's own (unique names)."""
     if not broker_session.running:
         broker_session.start()
     return broker_session

@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +83,6 @@ class Broker:
         """SIGKILL: the next start recovers the log dir."""
         self._script("stop", str(self.home), "--kill")
 
-    def restart(self, *, unclean: bool = False) -> None:
-        self.kill() if unclean else self.stop()
-        self.start()
-
     def run_class(self, java_class: str, *args: str) -> str:
         """Run a class on the cached classpath (Kafka's tools, e.g.
         ``kafka.tools.DumpLogSegments``); returns its standard output."""
@@ -143,11 +141,30 @@ class Broker:
                 args += [flag, str(value)]
         return json.loads(self.tool("produce", *args).strip().splitlines()[-1])
 
-    def consume(self, topic: str, isolation: str = "read_uncommitted") -> list[Row]:
-        """Every record of ``topic`` a consumer fetches, in (partition, offset) order."""
-        out = self.tool("consume", "--topic", topic, "--isolation", isolation)
+    def consume(
+        self,
+        topic: str,
+        isolation: str = "read_uncommitted",
+        *,
+        group: str | None = None,
+        from_committed: bool = False,
+    ) -> list[Row]:
+        """Every record of ``topic`` a consumer fetches, in (partition, offset) order: from the
+        beginning, or from ``group``'s committed offsets (``from_committed``); with ``group``,
+        the positions reached are committed."""
+        args = ["--topic", topic, "--isolation", isolation]
+        if group is not None:
+            args += ["--group", group] + (["--from-committed"] if from_committed else [])
+        out = self.tool("consume", *args)
         rows = [_consumer_row(json.loads(line)) for line in out.splitlines() if line.strip()]
         return sorted(rows, key=lambda r: (r[1], r[2]))
+
+    def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Set ``group``'s committed offsets of ``topic`` (partition -> offset)."""
+        args = ["--group", group, "--topic", topic]
+        for partition, offset in sorted(offsets.items()):
+            args += ["--offset", f"{partition}={offset}"]
+        self.tool("commit", *args)
 
     def snapshot(self, dest: Path, *topics: str) -> Path:
         """A copy of the log dir (of the partition dirs of ``topics`` only, when given), taken
@@ -216,3 +233,28 @@ def table_rows(table: pa.Table) -> list[Row]:
         )
     ]
     return sorted(rows, key=lambda r: (r[1], r[2]))
+
+
+WAIT_S = 120  # for the cleaner and the retention check; both run every second or less here
+
+
+def wait_for(what: str, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the broker did not {what} within {WAIT_S} s")
+        time.sleep(0.2)
+
+
+def cleaner_checkpoint(log_dir: Path, topic: str) -> int:
+    """The offset up to which the log cleaner has cleaned ``topic``-0 (-1: not yet)."""
+    path = log_dir / "cleaner-offset-checkpoint"
+    try:
+        lines = path.read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return -1
+    for line in lines:
+        name, partition, offset = line.split()
+        if name == topic and partition == "0":
+            return int(offset)
+    return -1

@@ -7,9 +7,10 @@ consumer record for record (magic 0 has no timestamp: -1 both sides)."""
 from __future__ import annotations
 
 import pytest
-from kafka_broker import Broker, table_rows
 
 from kafka_segments_ds import read_table
+
+from .kafka_broker import Broker, table_rows
 
 # topic -> (its configs, the codecs produced into it in turn, the magic the broker writes)
 TOPICS = {

@@ -6,15 +6,13 @@ for record with what a consumer fetches, live and after a clean stop."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kafka_broker import Broker, Row, table_rows
 
 from kafka_segments_ds import read_table
 
-WAIT_S = 120  # for the cleaner and the retention check; both run every second or less here
+from .kafka_broker import Broker, Row, cleaner_checkpoint, table_rows, wait_for
 
 
 def read_rows(log_dir: Path, topic: str) -> list[Row]:
@@ -23,28 +21,6 @@ def read_rows(log_dir: Path, topic: str) -> list[Row]:
 
 def base_offsets(log_dir: Path, topic: str, partition: int = 0) -> list[int]:
     return sorted(int(p.stem) for p in (log_dir / f"{topic}-{partition}").glob("*.log"))
-
-
-def wait_for(what: str, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the broker did not {what} within {WAIT_S} s")
-        time.sleep(0.2)
-
-
-def cleaner_checkpoint(log_dir: Path, topic: str) -> int:
-    """The offset up to which the log cleaner has cleaned ``topic``-0 (-1: not yet)."""
-    path = log_dir / "cleaner-offset-checkpoint"
-    try:
-        lines = path.read_text().splitlines()[2:]
-    except FileNotFoundError:
-        return -1
-    for line in lines:
-        name, partition, offset = line.split()
-        if name == topic and partition == "0":
-            return int(offset)
-    return -1
 
 
 @pytest.fixture(scope="module")

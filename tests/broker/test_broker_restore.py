@@ -10,18 +10,29 @@ they are; after SIGKILL (no marker) its recovery runs from the recovery point 0,
 placed segment: it validates each batch and rebuilds the indexes. A consumer then fetches exactly
 the written records, offsets, timestamps and headers, and the indexes are still ours byte for
 byte (the active segment's files only grown by the broker's preallocation, zeros).
+
+``kafka-segments restore`` (issue 21) does the placing: from a copy of a topic's partition
+directories and from the broker's LocalTieredStorage bucket, into a new topic on the stopped
+broker, a consumer group whose committed offsets were decoded from ``__consumer_offsets`` then
+resumes at exactly the records after them. ``kafka-segments erase`` and ``compact`` write a
+topic's copy without some records, and the broker, recovering it after SIGKILL, serves the
+same offsets minus the removed ones.
 """
 
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from kafka_broker import Broker, Row, table_rows
 
 from kafka_segments_ds import read_table, write_table
+from kafka_segments_ds.cli import main
+from kafka_segments_ds.internal_topics.consumer_offsets import decode_consumer_offsets
+
+from .kafka_broker import Broker, Row, table_rows
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 2
@@ -189,3 +200,207 @@ def test_broker_loads_placed_logs_after_clean_and_unclean_restarts(
     broker.produce(topic, 4, partition="1")  # a string: produce() leaves out options equal to 0
     end = max(r[2] for r in written[topic][1] if r[1] == 1) + 1
     assert [r[2] for r in broker.consume(topic) if r[1] == 1][-5:] == list(range(end - 1, end + 4))
+
+
+UPLOAD_WAIT_S = 120
+
+
+def committed_offsets(broker: Broker, copy: Path, group: str, topic: str) -> dict[int, int]:
+    """``group``'s committed offsets of ``topic``, decoded from a copy of the broker's
+    ``__consumer_offsets`` by our reader (a group's commits sit in one partition, in order)."""
+    broker.snapshot(copy, "__consumer_offsets")
+    out: dict[int, int] = {}
+    for row in read_table(copy, ["key", "value"]).to_pylist():
+        key, value = decode_consumer_offsets(row["key"], row["value"])
+        data = key.get("data") or {}
+        if key.get("type") != "offset_commit" or (data["group"], data["topic"]) != (group, topic):
+            continue
+        if value is None:
+            out.pop(data["partition"], None)
+        else:
+            out[data["partition"]] = value["data"]["offset"]
+    return out
+
+
+def create_target(broker: Broker, topic: str) -> None:
+    """Create the topic restored into, and wait for the broker to create its partition
+    directories (it does so after the controller answers)."""
+    broker.create_topic(topic, PARTITIONS)
+    deadline = time.monotonic() + UPLOAD_WAIT_S
+    while not all(
+        (broker.log_dir / f"{topic}-{p}" / "partition.metadata").exists() for p in range(PARTITIONS)
+    ):
+        assert time.monotonic() < deadline, f"the broker did not create {topic}'s directories"
+        time.sleep(0.1)
+
+
+def restore(archive: Path, broker: Broker, *args: str) -> None:
+    assert main(["restore", str(archive), str(broker.log_dir), *args]) == 0
+
+
+def renamed(rows: list[Row], topic: str) -> list[Row]:
+    return [(topic, *r[1:]) for r in rows]
+
+
+def test_consumer_group_resumes_on_a_restored_topic(broker: Broker, tmp_path: Path) -> None:
+    src, dst = "restore-group-src", "restore-group-dst"
+    broker.create_topic(src, PARTITIONS, internal_segment_bytes=4096)
+    # idempotent lz4 batches with headers, then transactions (every third aborted)
+    broker.produce(src, 100, idempotent=True, compression="lz4", headers=2, tag="plain")
+    broker.produce(
+        src, 200, transactional_id="restore-tx", producers=2, txn_records=10, abort_every=3
+    )
+    before = broker.consume(src, "read_committed", group="restore-g")  # commits its positions
+    broker.produce(src, 150, compression="zstd", tag="after", null_key_every=7)
+    # the log ends with an aborted transaction and its markers; a group commits at the end
+    broker.produce(
+        src, 40, transactional_id="restore-tx2", producers=2, txn_records=10, abort_every=2
+    )
+    want = broker.consume(src, "read_committed", group="restore-end")
+    assert len(before) == 100 + 140  # 20 transactions of 10, 6 of them aborted
+    assert len(want) == len(before) + 150 + 20
+    offsets = committed_offsets(broker, tmp_path / "offsets", "restore-g", src)
+    at_end = committed_offsets(broker, tmp_path / "offsets-end", "restore-end", src)
+    assert sorted(offsets) == sorted(at_end) == list(range(PARTITIONS))
+    for p in range(PARTITIONS):  # a marker (or more) after the last record
+        assert at_end[p] > max(r[2] for r in want if r[1] == p) + 1
+    archive = broker.snapshot(tmp_path / "archive", src)
+
+    create_target(broker, dst)
+    broker.stop()
+    restore(archive, broker, "--option", f"subscribe={src}", "--topic", dst)
+    for p in range(PARTITIONS):
+        # the topic's one leader epoch (0) from the first record on; the target's topic id
+        checkpoint = (broker.log_dir / f"{dst}-{p}" / "leader-epoch-checkpoint").read_text()
+        assert checkpoint == "0\n1\n0 0\n"
+        assert (
+            (broker.log_dir / f"{dst}-{p}" / "partition.metadata")
+            .read_text()
+            .startswith("version: 0\ntopic_id: ")
+        )
+    broker.start()
+    broker.commit("restore-g2", dst, offsets)
+    resumed = broker.consume(dst, "read_committed", group="restore-g2", from_committed=True)
+    assert resumed == renamed([r for r in want if r[2] >= offsets[r[1]]], dst)
+    assert len(resumed) == 150 + 20  # exactly the records produced after the commit
+    # the whole topic: the same offsets, no aborted record, no transaction left open
+    assert broker.consume(dst, "read_committed") == renamed(want, dst)
+    assert broker.consume(dst) == renamed(want, dst)
+    # the end offsets kept (an empty batch spans the last markers): a group committed at the
+    # end is in range and gets exactly what is produced next, at the offsets that follow
+    broker.commit("restore-end2", dst, at_end)
+    broker.produce(dst, 4, tag="new")
+    fresh = broker.consume(dst, group="restore-end2", from_committed=True)
+    assert [(r[1], r[2]) for r in fresh] == [
+        (p, at_end[p] + i) for p in range(PARTITIONS) for i in range(2)
+    ]
+
+
+def test_consumer_group_resumes_on_a_topic_restored_from_its_tiered_bucket(
+    broker: Broker, tmp_path: Path
+) -> None:
+    src, dst = "restore-tiered-src", "restore-tiered-dst"
+    broker.create_topic(
+        src,
+        PARTITIONS,
+        remote_storage_enable="true",
+        local_retention_ms=500,
+        internal_segment_bytes=8192,
+    )
+    broker.produce(src, 300, compression="zstd", headers=2, value_bytes=60, batch_size=1024)
+    broker.consume(src, group="restore-tg")
+    broker.produce(src, 300, tag="after", null_key_every=5, null_value_every=7, batch_size=1024)
+    deadline = time.monotonic() + UPLOAD_WAIT_S
+    # every rolled segment uploaded and deleted here: only the active one is local
+    while not all(
+        len(list((broker.log_dir / f"{src}-{p}").glob("*.log"))) == 1 for p in range(PARTITIONS)
+    ):
+        assert time.monotonic() < deadline, "the broker did not move segments to remote storage"
+        time.sleep(0.2)
+    want = broker.consume(src)
+    offsets = committed_offsets(broker, tmp_path / "offsets", "restore-tg", src)
+    bucket = read_table(broker.tiered_dir, ["partition", "offset"], subscribe=src).to_pylist()
+    ends = {p: 1 + max(r["offset"] for r in bucket if r["partition"] == p) for p in offsets}
+    assert all(0 < offsets[p] < ends[p] for p in range(PARTITIONS)), (offsets, ends)
+
+    create_target(broker, dst)
+    broker.stop()
+    # the cluster gone, only the bucket left: restore from it
+    restore(broker.tiered_dir, broker, "--option", f"subscribe={src}", "--topic", dst)
+    broker.start()
+    broker.commit("restore-tg2", dst, offsets)
+    resumed = broker.consume(dst, group="restore-tg2", from_committed=True)
+    assert resumed == renamed([r for r in want if offsets[r[1]] <= r[2] < ends[r[1]]], dst)
+    assert broker.consume(dst) == renamed([r for r in want if r[2] < ends[r[1]]], dst)
+
+
+def spark_erase(spark, archive: Path, target: Path, topic: str, gone: set[bytes]) -> None:  # type: ignore[no-untyped-def]
+    """docs/recipes.md's Spark erasure: read with the metadata columns and read_committed,
+    filter, write with preserveOffsets into a new directory."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.read.format("kafkasegments")
+        .option("includeHeaders", "true")
+        .option("includeMetadata", "true")
+        .option("isolationLevel", "read_committed")
+        .load(str(archive))
+    )
+    kept = rows.where(~F.col("key").isin(*gone) | F.col("key").isNull()).drop(
+        "isTransactional", "isControl", "magic", "segment", "position", "topic"
+    )
+    (
+        kept.write.format("kafkasegments")
+        .mode("append")
+        .option("topic", topic)
+        .option("numPartitions", PARTITIONS)
+        .option("preserveOffsets", "true")
+        .option("errorIfTopicExists", "true")
+        .save(str(target))
+    )
+
+
+def test_erased_and_compacted_copies_load_with_their_offsets(
+    broker: Broker,
+    tmp_path: Path,
+    spark,  # type: ignore[no-untyped-def]
+) -> None:
+    src = "rewrite-src"
+    broker.create_topic(src, PARTITIONS, internal_segment_bytes=4096)
+    broker.produce(
+        src, 300, key_space=20, null_key_every=9, headers=1, compression="lz4", idempotent=True
+    )
+    broker.produce(src, 100, key_space=20, tag="r", batch_size=512)  # the same keys again
+    want = broker.consume(src)
+    archive = broker.snapshot(tmp_path / "archive", src)
+    erased, compacted = ("rewrite-erased", "rewrite-compacted")
+    gone = {b"key-r-3", b"key-r-11"}
+    keys = [arg for k in sorted(gone) for arg in ("--key", k.decode())]
+    assert main(["erase", str(archive), str(tmp_path / erased), *keys]) == 0
+    assert main(["compact", str(archive), str(tmp_path / compacted)]) == 0
+    # the Spark recipe writes the same log as the command
+    spark_erase(spark, archive, tmp_path / "spark", src, gone)
+    where = ["segment", "position", "topic"]
+    assert (
+        read_table(tmp_path / "spark", includeMetadata=True, includeHeaders=True)
+        .drop_columns(where)
+        .equals(
+            read_table(tmp_path / erased, includeMetadata=True, includeHeaders=True).drop_columns(
+                where
+            )
+        )
+    )
+    last: dict[tuple[int, bytes], Row] = {}
+    for r in want:
+        if r[3] is not None:
+            last[r[1], r[3]] = r
+    for topic in (erased, compacted):
+        create_target(broker, topic)
+    broker.kill()  # the next start recovers every restored segment: validates each batch
+    for topic in (erased, compacted):
+        restore(tmp_path / topic, broker, "--topic", topic)
+    broker.start()
+    assert broker.consume(erased) == renamed([r for r in want if r[3] not in gone], erased)
+    kept = sorted(last.values(), key=lambda r: (r[1], r[2]))
+    assert broker.consume(compacted) == renamed(kept, compacted)
+    assert len(kept) == 20  # keys key-r-0..19, each in one partition

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_broker import Broker, table_rows
+from .kafka_broker import Broker, table_rows
 
 from kafka_segments_ds import read_table
 from kafka_segments_ds.errors import CommitInProgressError

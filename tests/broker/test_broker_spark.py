@@ -5,7 +5,8 @@ transactions (some aborted), read_uncommitted and read_committed."""
 from __future__ import annotations
 
 import pytest
-from kafka_broker import Broker, table_rows
+
+from .kafka_broker import Broker, table_rows
 
 TOPIC = "spark-read"
 

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dump_log import remote_metadata_differences, split_key_payload
-from kafka_broker import Broker, Row, table_rows
-from test_broker_dump_log import compare_internal_topic
-
 from kafka_segments_ds import read_table
+
+from .dump_log import compare_internal_topic, remote_metadata_differences, split_key_payload
+from .kafka_broker import Broker, Row, table_rows
 
 TOPIC = "tiered"
 PARTITIONS = 2

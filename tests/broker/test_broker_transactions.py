@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kafka_broker import Broker, Row, table_rows
 
 from kafka_segments_ds import read_table
+
+from .kafka_broker import Broker, Row, table_rows
 
 TOPIC = "txn-interleaved"
 PARTITIONS = 3

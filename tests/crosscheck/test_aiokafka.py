@@ -16,7 +16,11 @@ import random
 from pathlib import Path
 
 import pytest
-from _logs import (
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+from aiokafka.record.memory_records import MemoryRecords
+
+from tests.support.crosscheck import (
     BIG,
     LEGACY_CODECS,
     LZ4,
@@ -43,9 +47,6 @@ from _logs import (
     stored_v2_codec,
     write_log,
 )
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
-from aiokafka.record.memory_records import MemoryRecords
 
 pytestmark = pytest.mark.crosscheck
 

@@ -8,7 +8,8 @@
 
 kafka-python builds what a *producer* sends; a broker then assigns offsets and leader epochs
 (fields outside the CRC, patched here) and, with LogAppendTime, stamps the timestamp type and
-time (inside the CRC, so the CRC is recomputed). See _logs.py for the plan/expectation model.
+time (inside the CRC, so the CRC is recomputed). See tests/support/crosscheck.py for the
+plan/expectation model.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from pathlib import Path
 
 import kafka.codec
 import pytest
-from _logs import (
+from kafka.record import MemoryRecords
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecordsBuilder
+
+from tests.support.crosscheck import (
     BIG,
     LEGACY_CODECS,
     LZ4,
@@ -52,10 +58,6 @@ from _logs import (
     stored_v2_codec,
     write_log,
 )
-from kafka.record import MemoryRecords
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecordsBuilder
 
 pytestmark = pytest.mark.crosscheck
 

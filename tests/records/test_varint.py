@@ -234,3 +234,12 @@ def test_kernel_truncated_fails(encoded: bytes) -> None:
 def test_kernel_varlong_agrees_with_reference(value: int) -> None:
     encoded = encode_varlong(value)
     assert K._varlong(_arr(encoded), 0, len(encoded)) == (value, len(encoded))
+
+
+@given(st.integers(INT32_MIN, INT32_MAX))
+def test_kernel_varint_agrees_with_reference(value: int) -> None:
+    encoded = encode_varint(value)
+    buf = _arr(encoded + b"\x01")  # a byte that would end the varint, past the end bound
+    assert K._varint(buf, 0, len(encoded)) == (value, len(encoded))
+    assert K._varint(buf, 0, len(encoded) - 1)[1] == -1
+    assert K._varlong(buf, 0, len(encoded) - 1)[1] == -1

@@ -36,8 +36,8 @@ from kafka_segments_ds.datasource import (
     KafkaSegmentsDataSource,
     KafkaSegmentsFilteringReader,
     KafkaSegmentsReader,
-    _spark_version,
     pruning_from_filters,
+    spark_version,
     takes_filters,
 )
 from kafka_segments_ds.errors import InvalidOptionError
@@ -182,7 +182,7 @@ def test_auto_takes_filters_from_the_fixed_spark_only() -> None:
     assert type(source.reader(pyspark.sql.types.StructType())) is KafkaSegmentsFilteringReader
     source = KafkaSegmentsDataSource({"path": "/nowhere"})
     reader = source.reader(pyspark.sql.types.StructType())
-    if _spark_version(pyspark.__version__) < FIXED_PUSHDOWN_SPARK:  # the canary's Spark
+    if spark_version(pyspark.__version__) < FIXED_PUSHDOWN_SPARK:  # the canary's Spark
         assert type(reader) is KafkaSegmentsReader
     assert "pushFilters" not in vars(KafkaSegmentsReader)
 

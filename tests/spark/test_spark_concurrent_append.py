@@ -1,23 +1,17 @@
 """Spark reads of a segment another process is appending to: whole-batch prefixes, no error.
 
-Uses the appender of tests/test_concurrent_append.py (batches written in four pieces, indexes
+Uses the appender of tests/support/appender.py (batches written in four pieces, indexes
 written in place, optionally into a preallocated zero-filled ``.log``) in lockstep, and reads
 through ``spark.read.format("kafkasegments")`` after every piece.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "concurrent_append", Path(__file__).resolve().parents[1] / "test_concurrent_append.py"
-)
-assert _spec is not None and _spec.loader is not None
-concurrent = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(concurrent)
+from tests.support import appender as concurrent
 
 BATCHES = 3
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from test_txnindex_partial import write_interleaved
+from tests.support.transactions import write_interleaved
 
 
 def test_read_committed_with_a_txnindex_missing(spark, make_partition: Callable[..., Any]) -> None:  # type: ignore[no-untyped-def]

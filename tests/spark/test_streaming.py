@@ -2,9 +2,9 @@
 and during triggers, restarts from a checkpoint, data loss, Trigger.AvailableNow.
 
 Most tests run queries on the shared SparkSession (memory sink, processAllAvailable); the
-planner (:class:`kafka_segments_ds.reader.stream.StreamPlanner`) is also driven directly where
+planner (:class:`kafka_segments_ds.streaming.planner.StreamPlanner`) is also driven directly where
 Spark would hide what is checked (warnings logged in Spark's Python worker, S3 requests; the
-clock of maxTriggerDelay in tests/test_stream_trigger.py).
+clock of maxTriggerDelay in tests/streaming/test_stream_trigger.py).
 """
 
 from __future__ import annotations
@@ -23,26 +23,16 @@ import pyarrow.fs as pafs
 import pytest
 
 from kafka_segments_ds import index as kidx
+from kafka_segments_ds import selection
+from kafka_segments_ds.datasource import offsets_from_json, offsets_to_json
 from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import segment_file_name
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader import stream as stream_module
-from kafka_segments_ds.reader.stream import (
-    StreamPlanner,
-    offsets_from_json,
-    offsets_to_json,
-    rate_limit,
-)
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_control_batch
-
-_spec = importlib.util.spec_from_file_location(
-    "concurrent_append", Path(__file__).resolve().parents[1] / "test_concurrent_append.py"
-)
-assert _spec is not None and _spec.loader is not None
-concurrent = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(concurrent)
+from kafka_segments_ds.streaming.planner import StreamPlanner, rate_limit
+from tests.support import appender as concurrent
 
 TS0 = 1_700_000_000_000
 # pyspark 4.2+ passes read limits (maxOffsetsPerTrigger, minOffsetsPerTrigger) to the source
@@ -393,7 +383,7 @@ def test_appends_during_triggers_are_read_as_whole_batches(spark, tmp_path: Path
 def test_stream_of_a_segment_being_written_in_pieces(
     spark, tmp_path: Path, queries, preallocate: bool
 ) -> None:  # type: ignore[no-untyped-def]
-    """The appender of tests/test_concurrent_append.py writes each batch in four pieces (into
+    """The appender of tests/support/appender.py writes each batch in four pieces (into
     a zero-filled preallocated .log too), indexes in place; a trigger after every piece."""
     directory = tmp_path / "logs" / "live-0"
     directory.mkdir(parents=True)
@@ -478,9 +468,8 @@ class TieredBucket:
     encrypted chunks) into ``root/bucket/`` as they roll."""
 
     def __init__(self, root: Path) -> None:
-        from test_tiered_support import rsa_key_pair
-
-        from kafka_segments_ds.tiered.upload import Encryption, kafka_uuid
+        from tests.support.tiered import rsa_key_pair
+        from tests.support.upload import Encryption, kafka_uuid
 
         self.log = LiveLog(root / "broker", "t", 0)
         self.stage = root / "rolled" / "t-0"  # the rolled segments: what tiering uploads
@@ -504,7 +493,7 @@ class TieredBucket:
 
     def upload(self, unfinished: tuple[int, ...] = ()) -> None:
         """Every rolled segment, again (the same objects: same topic and segment ids)."""
-        from kafka_segments_ds.tiered.upload import upload_aiven
+        from tests.support.upload import upload_aiven
 
         upload_aiven(
             self.stage,
@@ -536,14 +525,15 @@ def test_a_tiered_bucket_streams_the_segments_as_their_uploads_finish(
         return read_manifest(filesystem, stem, objects)
 
     monkeypatch.setattr(layouts, "_read_manifest", counting)
-    listings: list[str] = []
-    discover_layout = stream_module.discover_layout
+    listings: list[str] = []  # of the bucket (the broker listing of an empty root is cheap)
+    discover_layout = selection.discover_layout
 
     def listing(path: str, *args: Any, **kwargs: Any) -> Any:
-        listings.append(path)
+        if kwargs.get("tiered_only"):
+            listings.append(path)
         return discover_layout(path, *args, **kwargs)
 
-    monkeypatch.setattr(stream_module, "discover_layout", listing)
+    monkeypatch.setattr(selection, "discover_layout", listing)
     tiered = TieredBucket(tmp_path)
     tiered.roll_and_upload(5)
     tiered.roll_and_upload(4)
@@ -732,7 +722,7 @@ def test_data_loss_is_logged_when_skipped(tmp_path: Path, caplog: pytest.LogCapt
     start_at = {("t", 0): 2, ("t", 1): 2}
     (t.directory / segment_file_name(0, ".log")).unlink()
     shutil.rmtree(gone.directory)
-    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.stream"):
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.streaming.planner"):
         end = planner.next_offsets(start_at)
         packed = planner.plan(start_at, end, 2)
     assert end == {("t", 0): 8}
@@ -782,7 +772,7 @@ def test_added_partition_that_starts_after_offset_0_is_data_loss(
         ):
             planner.plan(begin, end, 2)
         return
-    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.stream"):
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.streaming.planner"):
         packed = planner.plan(begin, end, 2)
     assert [r.getMessage() for r in caplog.records] == [
         "added partition t-2 starts from offset 7 instead of 0; some data may have been missed "
@@ -800,7 +790,7 @@ def test_added_partition_that_starts_after_offset_0_is_data_loss(
 def test_tail_of_a_segment_with_entries_larger_than_a_read_window(tmp_path: Path) -> None:
     """The latest offset comes from the tail walk; batches over its 1 MiB windows count."""
     from kafka_segments_ds.layout import discover
-    from kafka_segments_ds.reader.stream import TAIL_WINDOW_BYTES, scan_tail
+    from kafka_segments_ds.streaming.planner import TAIL_WINDOW_BYTES, scan_tail
 
     logs = tmp_path / "logs"
     t = LiveLog(logs, "t", 0)
@@ -956,7 +946,7 @@ def test_stream_from_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-unt
 
 def test_stream_of_a_tiered_bucket_on_s3(tmp_path: Path, moto_s3) -> None:  # type: ignore[no-untyped-def]
     """An Aiven bucket on the loopback S3 server, encrypted zstd chunks, growing by a segment."""
-    from kafka_segments_ds.tiered.upload import upload_aiven
+    from tests.support.upload import upload_aiven
 
     tiered = TieredBucket(tmp_path)
     tiered.roll_and_upload(4)

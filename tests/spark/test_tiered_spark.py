@@ -10,15 +10,15 @@ from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
-from test_tiered_support import (
+
+import kafka_segments_ds as ksd
+from tests.support.tiered import (
     partitions_of,
     rsa_key_pair,
     write_oracle_log_dir,
     write_oracle_partition,
 )
-
-import kafka_segments_ds as ksd
-from kafka_segments_ds.tiered.upload import Encryption, upload_aiven
+from tests.support.upload import Encryption, upload_aiven
 
 COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value"]
 

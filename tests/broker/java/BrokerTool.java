@@ -25,6 +25,7 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -56,7 +57,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   every record of every partition from the beginning to the end offset (the last stable offset
  *   under read_committed), one JSON line each: topic, partition, offset, key, value (base64 or
  *   null), headers [[key, base64 or null]], timestamp, timestampType (0 CreateTime, 1 LogAppend);
- *   with --group, then commits the positions reached as consumer group G (into __consumer_offsets)
+ *   with --group, then commits the positions reached as consumer group G (into __consumer_offsets);
+ *   --from-committed (with --group): from G's committed offsets instead of the beginning (none: an error)
+ * BrokerTool commit --bootstrap B --group G --topic T --offset P=O...
+ *   sets group G's committed offset of partition P of T to O (the group has no active member)
  * </pre>
  */
 public final class BrokerTool {
@@ -84,6 +88,7 @@ public final class BrokerTool {
             case "create-topic" -> createTopic(args);
             case "produce" -> produce(args, out);
             case "consume" -> consume(args, out);
+            case "commit" -> commit(args);
             default -> throw new IllegalArgumentException("unknown command " + argv[0]);
         }
     }
@@ -349,6 +354,10 @@ public final class BrokerTool {
         if (group != null) {
             p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         }
+        boolean fromCommitted = group != null && args.get("from-committed", null) != null;
+        if (fromCommitted) {
+            p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        }
         String topic = args.need("topic");
         StringBuilder out = new StringBuilder();
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
@@ -358,7 +367,9 @@ public final class BrokerTool {
             }
             Collections.sort(tps, (a, b) -> Integer.compare(a.partition(), b.partition()));
             consumer.assign(tps);
-            consumer.seekToBeginning(tps);
+            if (!fromCommitted) {
+                consumer.seekToBeginning(tps);
+            }
             Map<TopicPartition, Long> end = consumer.endOffsets(tps);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
             while (!done(consumer, tps, end)) {
@@ -391,6 +402,19 @@ public final class BrokerTool {
             }
         }
         stdout.print(out);
+    }
+
+    static void commit(Args args) throws InterruptedException, ExecutionException {
+        String topic = args.need("topic");
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (String po : args.all("offset")) {
+            int eq = po.indexOf('=');
+            offsets.put(new TopicPartition(topic, Integer.parseInt(po.substring(0, eq))),
+                    new OffsetAndMetadata(Long.parseLong(po.substring(eq + 1))));
+        }
+        try (Admin admin = Admin.create(common(args))) {
+            admin.alterConsumerGroupOffsets(args.need("group"), offsets).all().get();
+        }
     }
 
     static boolean done(KafkaConsumer<byte[], byte[]> consumer, List<TopicPartition> tps, Map<TopicPartition, Long> end) {

@@ -1,0 +1,215 @@
+"""One column (``value`` or ``key``) of one topic: Confluent's wire format, the writer's schema
+by id, the reader schema's Arrow type, and decoded values into one Arrow array.
+
+Wire format: byte 0 is 0x00, bytes 1 to 4 the schema id (big-endian), then the payload (for
+Protobuf, the message indexes first). Each value is decoded with its writer's schema, then shaped
+as the reader schema: Avro by the spec's resolution rules, Protobuf and JSON by field name.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from io import BytesIO
+from typing import Any
+
+import pyarrow as pa
+
+from kafka_segments_ds.errors import MissingCodecError, SchemaError
+from kafka_segments_ds.schemas import avro, jsonschema, protobuf
+from kafka_segments_ds.schemas.config import FORMAT_OF_TYPE, DecodeOptions, registry_at
+from kafka_segments_ds.schemas.registry import Registry, SchemaVersion
+
+MAGIC = 0
+WIRE_HEADER = struct.Struct(">bI")  # magic byte (0), schema id (big-endian)
+NOT_CONVERTED = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+
+
+class ColumnDecoder:
+    """Decodes one column (``value`` or ``key``) of one topic into its reader schema's type."""
+
+    def __init__(self, registry: Registry, decode: DecodeOptions, column: str, topic: str | None):
+        self.registry, self.column, self.topic = registry, column, topic
+        self.format = decode.format_of(column)
+        self.reader = registry.version(decode.subject_of(column, topic), decode.version_of(column))
+        if self.format == "auto":
+            self.format = FORMAT_OF_TYPE[self.reader.type]
+        elif FORMAT_OF_TYPE[self.reader.type] != self.format:
+            raise SchemaError(
+                f"{self.column}Format={self.format} but the reader schema {self.reader.subject} "
+                f"version {self.reader.version} is {self.reader.type}"
+            )
+        self.reader_parsed = self._parsed(self.reader)
+        self.message = decode.message_of(column)
+        self.arrow_type = self._arrow_type()
+        self.convert = self._converter()
+        self._writers: dict[int, Callable[[bytes, int], Any]] = {}
+        self._avro: dict[int, tuple[Any, Any]] = {}  # id -> (writer schema, reader or None)
+        self._reloaded = False
+
+    def _parsed(self, schema: SchemaVersion) -> Any:
+        what = f"schema id {schema.id} ({schema.subject} version {schema.version})"
+        refs = self.registry.resolve_references(schema)
+        try:
+            if schema.type == "AVRO":
+                named: dict[str, Any] = {}
+                for ref in refs.values():
+                    avro.parse(ref.schema, named)
+                return avro.parse(schema.schema, named)
+            if schema.type == "PROTOBUF":
+                imports = {name: ref.schema for name, ref in refs.items()}
+                return protobuf.compile_file(schema.schema, imports, what)
+            return jsonschema.parse(schema.schema)
+        except SchemaError as err:
+            raise SchemaError(f"{what}: {err}") from err
+
+    def _arrow_type(self) -> pa.DataType:
+        if self.format == "avro":
+            return avro.arrow_type(self.reader_parsed)
+        if self.format == "protobuf":
+            return protobuf.arrow_type(
+                protobuf.reader_message(self.reader_parsed, self.message, self.reader.subject)
+            )
+        return jsonschema.arrow_type(self.reader_parsed)
+
+    def _converter(self) -> Callable[[Any], Any] | None:
+        if self.format == "avro":
+            return avro.converter(self.reader_parsed)
+        if self.format == "json":
+            return jsonschema.converter(self.reader_parsed)
+        return None
+
+    def writer(self, schema_id: int) -> Callable[[bytes, int], Any]:
+        """The payload decoder of ``schema_id`` (raises ValueError when unknown or unusable)."""
+        found = self._writers.get(schema_id)
+        if found is not None:
+            return found
+        schema = self.registry.by_id(schema_id)
+        if schema is None and not self._reloaded:
+            # registered after this process loaded the registry (a long-lived executor)?
+            self._reloaded = True
+            src = self.registry
+            if src.source_key is not None:
+                self.registry = registry_at(*src.source_key, fresh=True)
+                schema = self.registry.by_id(schema_id)
+        if schema is None:
+            raise ValueError(
+                f"schema id {schema_id} is not in the registry ({self.registry.source})"
+            )
+        if FORMAT_OF_TYPE[schema.type] != self.format:
+            raise ValueError(
+                f"schema id {schema_id} is {schema.type}, the reader schema "
+                f"{self.reader.subject} version {self.reader.version} {self.reader.type}"
+            )
+        try:
+            parsed = self._parsed(schema)
+        except SchemaError as err:
+            raise ValueError(str(err)) from err
+        if self.format == "avro":
+            found = avro.make_decoder(parsed, self.reader_parsed)
+            self._avro[schema_id] = (
+                parsed,
+                None if parsed == self.reader_parsed else self.reader_parsed,
+            )
+        elif self.format == "protobuf":
+            found = protobuf.make_decoder(parsed, f"schema id {schema_id}")
+        else:
+            found = jsonschema.decode
+        self._writers[schema_id] = found
+        return found
+
+    def decode_all(
+        self, items: list[bytes | None]
+    ) -> tuple[list[Any], list[tuple[int, int | None, str]]]:
+        """Wire-format values (None: a null value) -> (Python values, with None for the bad
+        ones; the bad ones as (row, schema id or None, reason)).
+
+        The hot loop (benchmarks/bench_schemas.py): a value whose 5-byte header is the previous
+        one's needs no check and no lookup; Avro, the common case, is read here, not through a
+        call to its decoder (a Python frame per value)."""
+        values: list[Any] = []
+        bad: list[tuple[int, int | None, str]] = []
+        append = values.append
+        convert = self.convert
+        size = WIRE_HEADER.size
+        head = b""  # the header of the values decode/writer/resolve are for
+        schema_id: int | None = None
+        decode: Callable[[bytes, int], Any] | None = None
+        read = avro.schemaless_reader() if self.format == "avro" else None
+        writer: Any = None
+        resolve: Any = None
+        for i, data in enumerate(items):
+            if data is None:
+                append(None)
+                continue
+            if data[:size] != head:
+                head, decode = b"", None
+                if len(data) < size or data[0] != MAGIC:
+                    bad.append((i, None, _no_wire_format(data)))
+                    append(None)
+                    continue
+                schema_id = WIRE_HEADER.unpack_from(data)[1]
+                try:
+                    decode = self.writer(schema_id)
+                except MissingCodecError:
+                    raise
+                except Exception as err:  # an unknown id, a schema that does not parse
+                    bad.append((i, schema_id, f"does not decode: {type(err).__name__}: {err}"))
+                    append(None)
+                    continue
+                if read is not None:
+                    writer, resolve = self._avro[schema_id]
+                head = data[:size]
+            try:
+                if read is not None:
+                    payload = data[size:]
+                    stream = BytesIO(payload)
+                    value = read(stream, writer, resolve)
+                    if stream.tell() != len(payload):
+                        raise ValueError(avro.left_over(stream.tell(), len(payload)))
+                else:
+                    assert decode is not None  # set with head
+                    value = decode(data, size)
+                if convert is not None:
+                    value = convert(value)
+            except MissingCodecError:
+                raise  # not the value's fault
+            except Exception as err:  # fastavro, protobuf and json raise many kinds
+                bad.append((i, schema_id, f"does not decode: {type(err).__name__}: {err}"))
+                append(None)
+                continue
+            append(value)
+        return values, bad
+
+
+def _no_wire_format(data: bytes) -> str:
+    return (
+        f"no Confluent wire format: {len(data)} bytes starting {data[:5].hex() or 'empty'} "
+        "(expected magic byte 00 and a 4-byte schema id)"
+    )
+
+
+def to_arrow(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+    """Decoded values -> one Arrow array of ``arrow_type`` (for a struct: missing keys are
+    null, other keys ignored). ``pa.array`` over the list of dicts is the fastest way measured
+    (benchmarks/bench_schemas.py): faster than building the fields' arrays one by one."""
+    return pa.array(values, type=arrow_type)
+
+
+_MAX_CACHED_DECODERS = 256
+_COLUMN_DECODERS: dict[tuple[int, DecodeOptions, str, str | None], ColumnDecoder] = {}
+
+
+def column_decoder(
+    registry: Registry, decode: DecodeOptions, column: str, topic: str | None
+) -> ColumnDecoder:
+    """The decoder of ``column`` of ``topic``, made once per process (parsing and compiling
+    schemas costs far more than a segment's task)."""
+    key = (id(registry), decode, column, topic)
+    found = _COLUMN_DECODERS.get(key)
+    if found is None:
+        if len(_COLUMN_DECODERS) >= _MAX_CACHED_DECODERS:  # registries of earlier reads
+            _COLUMN_DECODERS.clear()
+        found = ColumnDecoder(registry, decode, column, topic)
+        _COLUMN_DECODERS[key] = found
+    return found

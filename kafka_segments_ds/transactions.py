@@ -1,0 +1,144 @@
+"""Transactions for read_committed: the aborted and never-finished transactions of a
+partition, from its ``.txnindex`` files or, for a segment without one, from its own ABORT
+markers (a walk of the batch headers, records not decoded)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from kafka_segments_ds import fs as kfs
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import CorruptIndexError, CorruptSegmentError
+from kafka_segments_ds.layout import PartitionLog, SegmentRef
+from kafka_segments_ds.options import ReadOptions
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.batches import walk_entries
+from kafka_segments_ds.records.compression import decompress
+from kafka_segments_ds.records.v2 import (
+    CONTROL_ABORT,
+    ControlMarker,
+    decode_batch_header,
+    iter_records,
+)
+from kafka_segments_ds.scan_task import segment_bounds
+
+OPEN_TRANSACTION_END = 2**63 - 1  # the last offset of a transaction with no marker yet
+
+
+def collect_aborted(
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    options: ReadOptions,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
+) -> tuple[tuple[int, int, int], ...]:
+    """(producerId, firstOffset, lastOffset) of the aborted or never-finished transactions
+    that may hold records of offsets [start_offset, end_offset) (None: the whole log).
+
+    A segment's ``.txnindex`` lists the transactions its ABORT markers end (a broker writes one
+    for every segment holding such a marker); for a segment without one (an archive that lost
+    it, a partial copy) the segment's own ABORT markers are decoded instead. One walk of the
+    batch headers pairs each marker with its producer's first transactional offset, wherever
+    that lies (a transaction's data can sit in segments before its marker's). Transactions with
+    no marker by the end of the log are excluded too: a read_committed consumer never reads
+    past the last stable offset.
+
+    As a broker's fetch collects aborted transactions, the walk starts at the segment holding
+    ``start_offset`` (a marker before it aborts nothing after it; a transaction begun earlier
+    is masked from its first batch in the walk, which is all of it a read sees) and stops past
+    ``end_offset`` once every transaction with data before it has its marker.
+    """
+    segs = part.segments
+    begin = 0
+    while start_offset is not None and begin + 1 < len(segs):
+        _, read_until, next_base = segment_bounds(segs, begin)
+        limit = next_base if read_until is None else read_until
+        if limit is None or limit > start_offset:
+            break
+        begin += 1
+    spans: list[tuple[int, int, int]] = []
+    open_first: dict[int, int] = {}  # producer -> first offset of its unfinished transaction
+    for seg in segs[begin:]:
+        if seg.txnindex_path is not None:
+            spans.extend(_txn_index_spans(filesystem, seg))
+        for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
+            base = int(header[K.H_BASE_OFFSET])
+            if (
+                end_offset is not None
+                and base >= end_offset
+                and all(first >= end_offset for first in open_first.values())
+            ):
+                return tuple(sorted(set(spans)))  # nothing later aborts a record of the range
+            pid = int(header[K.H_PRODUCER_ID])
+            attrs = int(header[K.H_ATTRIBUTES])
+            if not attrs & 0x10:
+                continue
+            if (seg.read_from is not None and base < seg.read_from) or (
+                seg.read_until is not None and base >= seg.read_until
+            ):
+                continue  # another (overlapping) segment's offsets
+            if not attrs & 0x20:
+                open_first.setdefault(pid, base)
+                continue
+            if pid not in open_first:
+                continue
+            first = open_first.pop(pid)
+            if seg.txnindex_path is not None:
+                continue  # the segment's .txnindex lists what its markers abort
+            marker = control_marker(read_marker(), seg, position)
+            if marker is not None and marker.type == CONTROL_ABORT:
+                spans.append((pid, first, base))
+    spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in open_first.items())
+    return tuple(sorted(set(spans)))
+
+
+def _txn_index_spans(filesystem: pafs.FileSystem, seg: SegmentRef) -> list[tuple[int, int, int]]:
+    """(producerId, firstOffset, lastOffset) of the entries of ``seg``'s ``.txnindex``."""
+    assert seg.txnindex_path is not None
+    try:
+        entries = kidx.parse_txn_index(memoryview(kfs.read_file(filesystem, seg.txnindex_path)))
+    except CorruptIndexError as err:
+        raise CorruptIndexError(f"{seg.txnindex_path}: {err}") from err
+    return [(e.producer_id, e.first_offset, e.last_offset) for e in entries]
+
+
+def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarker | None:
+    """The COMMIT/ABORT marker of a whole control batch at ``position`` of ``seg`` (None for
+    an empty batch); damage raises :class:`CorruptSegmentError` naming the segment."""
+    try:
+        header = decode_batch_header(entry)
+        if header.record_count == 0:
+            return None
+        region: bytes | memoryview = memoryview(entry)[61:]
+        if header.compression:
+            region = decompress(header.compression, region, magic=2)
+        record = next(iter_records(header, region))
+        return ControlMarker.parse(record.key, record.value)
+    except CorruptSegmentError as err:
+        raise err.located(path=seg.path, position_shift=position) from err
+
+
+def _iter_v2_headers(
+    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
+) -> Iterator[tuple[int, np.ndarray, Callable[[], bytes]]]:
+    """Hop the entries of a segment without decoding records.
+
+    Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
+    fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
+    batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
+    """
+    with kfs.RangeReader(filesystem, segment.path) as read:  # reopened if read_entry outlives it
+        for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
+            v2 = walked.positions[walked.magics == 2]
+            headers = K.parse_v2_headers(walked.window, v2)
+            for i in range(v2.shape[0]):
+                absolute = walked.base + int(v2[i])
+                length = int(headers[i, K.H_LENGTH]) + 12
+
+                def read_entry(absolute: int = absolute, length: int = length) -> bytes:
+                    return bytes(read(absolute, length))
+
+                yield absolute, headers[i], read_entry

@@ -1,0 +1,1 @@
+"""Helpers shared by several test modules (test modules do not import each other)."""
