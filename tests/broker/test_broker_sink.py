@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .kafka_broker import Broker, table_rows
 
 from kafka_segments_ds import read_table
 from kafka_segments_ds.errors import CommitInProgressError
 from kafka_segments_ds.writer.sink import SINK_DIR
+
+from .kafka_broker import Broker, table_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
