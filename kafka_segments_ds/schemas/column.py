@@ -13,6 +13,7 @@ from collections.abc import Callable
 from io import BytesIO
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from kafka_segments_ds.errors import MissingCodecError, SchemaError
@@ -118,15 +119,15 @@ class ColumnDecoder:
         self._writers[schema_id] = found
         return found
 
-    def decode_all(
-        self, items: list[bytes | None]
-    ) -> tuple[list[Any], list[tuple[int, int | None, str]]]:
-        """Wire-format values (None: a null value) -> (Python values, with None for the bad
-        ones; the bad ones as (row, schema id or None, reason)).
+    def decode_all(self, raw: pa.Array) -> tuple[list[Any], list[tuple[int, int | None, str]]]:
+        """A binary column of wire-format values -> (Python values, with None for nulls and the
+        bad ones; the bad ones as (row, schema id or None, reason)).
 
-        The hot loop (benchmarks/bench_schemas.py): a value whose 5-byte header is the previous
-        one's needs no check and no lookup; Avro, the common case, is read here, not through a
-        call to its decoder (a Python frame per value)."""
+        The hot loop (benchmarks/bench_schemas.py): the values are read from one stream over the
+        column's data buffer (no bytes object, copy or stream per value); a value whose 5-byte
+        header is the previous one's needs no check and no lookup; Avro, the common case, is read
+        here, not through a call to its decoder (a Python frame per value)."""
+        data, starts, ends, nulls = _column_bytes(raw)
         values: list[Any] = []
         bad: list[tuple[int, int | None, str]] = []
         append = values.append
@@ -136,19 +137,22 @@ class ColumnDecoder:
         schema_id: int | None = None
         decode: Callable[[bytes, int], Any] | None = None
         read = avro.schemaless_reader() if self.format == "avro" else None
+        stream = BytesIO(data)  # shares ``data``'s memory: no copy
+        seek, tell = stream.seek, stream.tell
         writer: Any = None
         resolve: Any = None
-        for i, data in enumerate(items):
-            if data is None:
+        for i, start in enumerate(starts):
+            if nulls is not None and nulls[i]:
                 append(None)
                 continue
-            if data[:size] != head:
+            end = ends[i]
+            if data[start : start + size] != head:
                 head, decode = b"", None
-                if len(data) < size or data[0] != MAGIC:
-                    bad.append((i, None, _no_wire_format(data)))
+                if end - start < size or data[start] != MAGIC:
+                    bad.append((i, None, _no_wire_format(data[start:end])))
                     append(None)
                     continue
-                schema_id = WIRE_HEADER.unpack_from(data)[1]
+                schema_id = WIRE_HEADER.unpack_from(data, start)[1]
                 try:
                     decode = self.writer(schema_id)
                 except MissingCodecError:
@@ -159,17 +163,17 @@ class ColumnDecoder:
                     continue
                 if read is not None:
                     writer, resolve = self._avro[schema_id]
-                head = data[:size]
+                head = data[start : start + size]
             try:
                 if read is not None:
-                    payload = data[size:]
-                    stream = BytesIO(payload)
+                    seek(start + size)
                     value = read(stream, writer, resolve)
-                    if stream.tell() != len(payload):
-                        raise ValueError(avro.left_over(stream.tell(), len(payload)))
+                    if tell() != end:  # short of the value's end, or read past it
+                        payload = end - start - size
+                        raise ValueError(avro.left_over(tell() - start - size, payload))
                 else:
                     assert decode is not None  # set with head
-                    value = decode(data, size)
+                    value = decode(data[start:end], size)
                 if convert is not None:
                     value = convert(value)
             except MissingCodecError:
@@ -180,6 +184,26 @@ class ColumnDecoder:
                 continue
             append(value)
         return values, bad
+
+
+def _column_bytes(raw: pa.Array) -> tuple[bytes, list[int], list[int], list[bool] | None]:
+    """A binary column's values as one bytes object and each value's [start, end) in it (only
+    the bytes the column's rows span are copied), plus which rows are null (None: none are)."""
+    if isinstance(raw, pa.ChunkedArray):
+        raw = raw.combine_chunks()
+    n = len(raw)
+    if not (pa.types.is_binary(raw.type) or pa.types.is_large_binary(raw.type)):
+        raw = raw.cast(pa.binary())
+    if n == 0:
+        return b"", [], [], None
+    _, offsets_buffer, data_buffer = raw.buffers()[:3]
+    width = np.int64 if pa.types.is_large_binary(raw.type) else np.int32
+    offsets = np.frombuffer(offsets_buffer, width, n + 1, raw.offset * np.dtype(width).itemsize)
+    low, high = int(offsets[0]), int(offsets[-1])
+    data = b"" if data_buffer is None else data_buffer.slice(low, high - low).to_pybytes()
+    bounds = (offsets - low).tolist()
+    nulls = raw.is_null().to_pylist() if raw.null_count else None
+    return data, bounds[:-1], bounds[1:], nulls
 
 
 def _no_wire_format(data: bytes) -> str:

@@ -135,7 +135,7 @@ class TaskDecoder:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
     def _decode_column(self, decoder: ColumnDecoder, raw: pa.Array, offsets: list[int]) -> pa.Array:
-        values, bad = decoder.decode_all(raw.to_pylist())
+        values, bad = decoder.decode_all(raw)
         try:
             column = to_arrow(values, decoder.arrow_type)
         except NOT_CONVERTED:
