@@ -31,7 +31,7 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryHead, probe_entry, walk_entries
+from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
 from kafka_segments_ds.records.compression import decompress
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
@@ -400,11 +400,60 @@ def split_tasks(
             )
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
+        floors = [task.after_offset, *_order_floors(filesystem, task, cuts)]
         out.extend(
-            replace(task, start_position=a, end_position=b)
-            for a, b in zip(starts, ends, strict=True)
+            replace(task, start_position=a, end_position=b, after_offset=f)
+            for a, b, f in zip(starts, ends, floors, strict=True)
         )
     return out
+
+
+def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) -> list[int]:
+    """For each cut of ``task``, the last offset the entries before it reach by the reader's
+    order rule (an entry counts when its offsets go above the last counted one and stay below
+    the next segment's base offset), so a piece drops an entry going back, as a whole-segment
+    read does. Walked from the piece before (without an index every entry is walked); with an
+    index, from the last index position before the cut that is an entry start, and carried
+    over from piece to piece (a walk of one index interval per cut)."""
+    index = _load_offset_index(filesystem, task.segment)
+    anchors = np.empty(0, np.int64) if index is None else index.positions
+    floor = task.segment.base_offset - 1
+    if task.after_offset is not None:
+        floor = max(floor, task.after_offset)
+    floors: list[int] = []
+    previous = task.start_position
+    with _reads(filesystem, task.segment) as read:
+        for cut in cuts:
+            start = previous
+            before = anchors[(anchors > previous) & (anchors < cut)]
+            if before.shape[0]:
+                start = int(before[-1])
+            floor = _walk_order(read, task, start, cut, floor)
+            floors.append(floor)
+            previous = cut
+    return floors
+
+
+def _walk_order(read: Read, task: ScanTask, start: int, cut: int, floor: int) -> int:
+    """``floor`` carried over the entries framed from ``start`` to ``cut`` (see
+    :func:`_order_floors`); a walk that does not reach ``cut`` keeps what it saw."""
+    next_base = task.next_base_offset
+    for walked in walk_entries(read, start, cut, HOP_WINDOW_BYTES, file_size=task.segment.size):
+        inside = walked.positions[walked.base + walked.positions < cut]
+        if not inside.shape[0]:
+            break
+        magics = walked.magics[: inside.shape[0]]
+        lasts = K.entry_last_offsets(walked.window, inside, magics).tolist()
+        firsts = [
+            int.from_bytes(walked.window[p : p + 8].tobytes(), "big", signed=True)
+            for p in inside.tolist()
+        ]
+        for first, last, magic in zip(firsts, lasts, magics.tolist(), strict=True):
+            if magic < 2:
+                first = last  # a legacy entry is ordered by its offset field
+            if first > floor and last >= first and (next_base is None or last < next_base):
+                floor = last
+    return floor
 
 
 def plan_partitions(

@@ -443,7 +443,7 @@ class DamagePolicy:
         """
         step = max(self.options.read_chunk_bytes, 1 << 20)
         stop = self.range_end if stop is None else stop
-        passed = start  # the end of the last valid entry passed over
+        passed = origin = start  # the end of the last valid entry passed over
         while start < stop:
             window = self.source.read(start, step + 64)
             limit = min(window.shape[0], stop - start)
@@ -462,13 +462,92 @@ class DamagePolicy:
                     or not self._may_be_inner(absolute, damaged)
                     or self._successor_is_valid(absolute)
                 ):
-                    if not quiet:
-                        log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
-                    return absolute
+                    enclosing = self._enclosing_end(absolute, passed, passed > origin)
+                    if enclosing is None:
+                        if not quiet:
+                            log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
+                        return absolute
+                    # inside a damaged entry whose size field is consistent: skipped whole
+                    passed = enclosing
+                    rel = enclosing - start
+                    continue
                 passed = absolute + entry.length
                 rel = cand + entry.length
             start += step
         return None
+
+    def _enclosing_end(self, candidate: int, searched: int, framed: bool) -> int | None:
+        """The end of an entry starting in [``searched``, ``candidate``) that holds the valid
+        entry at ``candidate`` and whose size field is plausible and consistent: it leads to
+        an entry of the chain of valid entries from ``candidate`` or to the end. Such an entry
+        is skipped whole whatever its damage (an unknown magic byte: no valid entry to stop
+        at), as when framing reaches it: ``candidate`` is then a message stored verbatim in
+        its payload. Not when a legacy entry's checksum proves it ends by ``candidate``.
+
+        At ``searched`` when ``framed`` (the end of a valid entry the search passed over: an
+        entry boundary) any offset field will do; elsewhere, where the bytes of entry headers
+        make small size fields by chance, the offset field must lie above the last good
+        entry's and below the offset field of the entry its size field leads to. Looked for
+        at most PROOF_SCAN_BYTES back; None when there is none."""
+        low = max(searched, candidate - PROOF_SCAN_BYTES)
+        if candidate <= low:
+            return None
+        targets = self._chain_ends(candidate)
+        ceilings = {
+            int(t): (self._offset_field(int(t)) if t + 8 <= self.file_end else 2**63)
+            for t in targets.tolist()
+        }
+        floor = self.last_offset()
+        verbatim = self._magic(candidate) < 2  # may be an inner message stored verbatim
+        block = 1 << 20
+        at = low
+        while at < candidate:
+            count = min(block, candidate - at)
+            data = self.source.read(at, count + 17)
+            count = min(count, data.shape[0] - 17)
+            if count <= 0:
+                return None
+            wide = data.astype(np.int64)
+            sizes = (
+                (wide[8 : 8 + count] << 24)
+                | (wide[9 : 9 + count] << 16)
+                | (wide[10 : 10 + count] << 8)
+                | wide[11 : 11 + count]
+            )
+            sizes[sizes >= 1 << 31] -= 1 << 32
+            magics = data[16 : 16 + count]
+            ends = at + np.arange(count, dtype=np.int64) + 12 + sizes
+            hits = np.flatnonzero((sizes >= np.where(magics == 2, 49, 14)) & np.isin(ends, targets))
+            for i in hits.tolist():
+                position = at + i
+                offset = be_int(data, i, i + 8)
+                end = int(ends[i])
+                if not (framed and position == searched) and not (
+                    verbatim
+                    and magics[i] > 2
+                    and 1 <= (data[i + 17] & 0x07) <= 3
+                    and floor < offset < ceilings[end]
+                ):
+                    continue
+                if magics[i] < 2:
+                    checked = self._checked_legacy_end(position)
+                    if checked is not None and checked <= candidate:
+                        continue
+                return int(ends[i])
+            at += count
+        return None
+
+    def _chain_ends(self, position: int, most: int = 16) -> np.ndarray:
+        """Where the first ``most`` valid entries chained from ``position`` end, and the ends
+        of the range and the file."""
+        ends = {self.range_end, self.file_end}
+        for _ in range(most):
+            entry = self._probe(position)
+            if entry is None:
+                break
+            position += entry.length
+            ends.add(position)
+        return np.fromiter(sorted(ends), np.int64)
 
     def _may_be_inner(self, position: int, damaged: int) -> bool:
         """Whether the legacy entry at ``position`` could be an inner message of a compressed

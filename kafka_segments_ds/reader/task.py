@@ -160,6 +160,9 @@ class _TaskReader:
             ),
             columns,
         )
+        if task.after_offset is not None:  # a byte-range piece: the order rule carries over
+            state = self.decoder.state
+            state.last_offset = max(state.last_offset, task.after_offset)
         self.damage = DamagePolicy(
             task, options, source, shown, self.range_end, lambda: self.decoder.last_offset
         )

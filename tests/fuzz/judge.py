@@ -369,23 +369,29 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     if strangers:
         complaints.append(f"rows that no entry holds: {strangers[:3]}")
     if offsets and offsets[-1] > 0:
-        complaints.extend(_judge_start(read, offsets[-1], strict))
+        complaints.extend(_judge_start(read, offsets[-1], strict, dropping))
     return complaints
 
 
-def _judge_start(read: Any, start: int, strict: list[Row] | BaseException) -> list[str]:
+def _judge_start(
+    read: Any, start: int, strict: list[Row] | BaseException, dropping: list[Row]
+) -> list[str]:
     """A read from the last offset DROPMALFORMED returned is not refused as past the end of
     the log, in either mode: the log end offset of the range check follows the reader's own
     rules (independent fuzz: a checksum-valid batch whose offsets go back became the log end,
     and a valid startingOffsets was refused). FAILFAST raises the reader's damage error, if
-    any. (Which rows such a read returns is not judged: a batch before the start offset is
-    pruned before its checksum is checked, so its size field is trusted -- see the report of
-    issue 23's fuzz campaign.)"""
+    any. DROPMALFORMED returns exactly the rows of the whole read from that offset on (a batch
+    pruned for the start offset had its size field trusted unchecked: seed 777001:944)."""
     complaints = []
     option = {"startingOffsets": f'{{"t":{{"0":{start}}}}}'}
     got = read("DROPMALFORMED", option)
     if isinstance(got, BaseException):
         complaints.append(f"DROPMALFORMED from offset {start} raised: " + _describe(got))
+    elif got != [r for r in dropping if r[0] >= start]:
+        complaints.append(
+            f"DROPMALFORMED from offset {start} returned offsets {[r[0] for r in got]}, not "
+            "the whole read's from there"
+        )
     if isinstance(strict, BaseException):
         failed = read("FAILFAST", option)
         if isinstance(failed, InvalidOptionError):
