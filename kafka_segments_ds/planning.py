@@ -413,8 +413,10 @@ def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) 
     order rule (an entry counts when its offsets go above the last counted one and stay below
     the next segment's base offset), so a piece drops an entry going back, as a whole-segment
     read does. Walked from the piece before (without an index every entry is walked); with an
-    index, from the last index position before the cut that is an entry start, and carried
-    over from piece to piece (a walk of one index interval per cut)."""
+    index, from the last index position before the cut holding a whole valid entry, and
+    carried over from piece to piece (a walk of one index interval per cut). A walk whose
+    framing does not lead exactly to the cut teaches nothing (index files and size fields are
+    untrusted)."""
     index = _load_offset_index(filesystem, task.segment)
     anchors = np.empty(0, np.int64) if index is None else index.positions
     floor = task.segment.base_offset - 1
@@ -425,9 +427,10 @@ def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) 
     with _reads(filesystem, task.segment) as read:
         for cut in cuts:
             start = previous
-            before = anchors[(anchors > previous) & (anchors < cut)]
-            if before.shape[0]:
-                start = int(before[-1])
+            for anchor in anchors[(anchors > previous) & (anchors < cut)][::-1].tolist():
+                if _entry_head(filesystem, task.segment, task.next_base_offset, anchor) is not None:
+                    start = anchor
+                    break
             floor = _walk_order(read, task, start, cut, floor)
             floors.append(floor)
             previous = cut
@@ -436,23 +439,22 @@ def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) 
 
 def _walk_order(read: Read, task: ScanTask, start: int, cut: int, floor: int) -> int:
     """``floor`` carried over the entries framed from ``start`` to ``cut`` (see
-    :func:`_order_floors`); a walk that does not reach ``cut`` keeps what it saw."""
+    :func:`_order_floors`); unchanged when the framing does not end exactly at ``cut``."""
     next_base = task.next_base_offset
-    for walked in walk_entries(read, start, cut, HOP_WINDOW_BYTES, file_size=task.segment.size):
-        inside = walked.positions[walked.base + walked.positions < cut]
-        if not inside.shape[0]:
-            break
-        magics = walked.magics[: inside.shape[0]]
-        lasts = K.entry_last_offsets(walked.window, inside, magics).tolist()
-        firsts = [
-            int.from_bytes(walked.window[p : p + 8].tobytes(), "big", signed=True)
-            for p in inside.tolist()
-        ]
-        for first, last, magic in zip(firsts, lasts, magics.tolist(), strict=True):
-            if magic < 2:
-                first = last  # a legacy entry is ordered by its offset field
-            if first > floor and last >= first and (next_base is None or last < next_base):
-                floor = last
+    window = min(HOP_WINDOW_BYTES, max(cut - start, 4096))  # an index interval: one read
+    carried = floor
+    for walked in walk_entries(read, start, cut, window, file_size=task.segment.size):
+        lasts = K.entry_last_offsets(walked.window, walked.positions, walked.magics).tolist()
+        for at, last, magic in zip(
+            walked.positions.tolist(), lasts, walked.magics.tolist(), strict=True
+        ):
+            head = walked.window[at : at + 12].tobytes()
+            first = int.from_bytes(head[:8], "big", signed=True) if magic == 2 else last
+            if first > carried and last >= first and (next_base is None or last < next_base):
+                carried = last
+            end = walked.base + at + 12 + int.from_bytes(head[8:12], "big", signed=True)
+            if end >= cut:
+                return carried if end == cut else floor
     return floor
 
 

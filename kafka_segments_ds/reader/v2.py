@@ -1,8 +1,8 @@
 """The v2 (magic 2) window decoder: a run of record batches -> row arrays, in stages.
 
 1. :func:`_select_batches` parses the headers, checks that offsets increase and stay inside the
-   segment, ends the run at ``end_offset`` and prunes batches before ``start_offset`` or older
-   than the time bound;
+   segment, ends the run at ``end_offset`` and prunes batches older than the time bound or
+   (shallow reads) before ``start_offset``, those whose checksum matches;
 2. :func:`_first_bad_batch` finds the first batch whose checksum or header fields are wrong
    (nothing after it is decoded: the reader's damage policy decides what follows);
 3. :func:`_decompress_batches` decompresses compressed batches into the window's arena;
@@ -144,7 +144,10 @@ def _select_batches(
             positions, h = positions[:cut], h[:cut]
             base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
     keep = None
-    if b.start_offset is not None:
+    if b.start_offset is not None and not state.options.deep:
+        # (a deep read decodes batches before the start and drops their rows: a batch whose
+        # records do not decode is then dropped as in a read without a start, and its offsets
+        # do not move the order check on)
         keep = last_offsets >= b.start_offset
     if b.min_max_timestamp is not None:
         late = h[:, K.H_MAX_TS] >= b.min_max_timestamp

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 import kafka_segments_ds
+from kafka_segments_ds import index as kidx
+from kafka_segments_ds.records.batches import scan_entries
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
 
@@ -77,12 +79,39 @@ def test_pruning_for_the_start_offset_does_not_trust_a_damaged_size(tmp_path: Pa
     assert offsets(path, startingOffsets=start, verifyChecksums=False) == [3]
 
 
-@pytest.mark.parametrize("limit", [100, 200, 300])
-def test_every_split_drops_a_batch_going_back(tmp_path: Path, limit: int) -> None:
+@pytest.mark.parametrize("with_index", [False, True], ids=["hop", "index"])
+@pytest.mark.parametrize("limit", [100, 200])
+def test_every_split_drops_a_batch_going_back(tmp_path: Path, limit: int, with_index: bool) -> None:
     """A checksum-valid batch 0..2 after batches 0..11: a whole-segment read drops it (offsets
-    not increasing); a byte-range split starting at it returned its rows again."""
-    path = write(tmp_path, v2(0, 4) + v2(4, 4) + v2(8, 4) + v2(0, 3) + v2(12, 2))
+    not increasing); a byte-range split starting at it returned its rows again. So does the
+    batch 5..6 after it (5 is not above 11), and a piece cut right after the batch going back
+    must know that too. Cut where the entries are walked, or at .index positions."""
+    entries = [v2(0, 4), v2(4, 4), v2(8, 4), v2(0, 3), v2(5, 2), v2(12, 2)]
+    data = b"".join(entries)
+    path = write(tmp_path, data)
+    if with_index:
+        table = scan_entries(data)
+        ordered = [0, 1, 2, 5]  # the entries a broker indexed: offsets increase
+        index, _ = kidx.build_indexes(
+            table.positions[ordered],
+            table.sizes[ordered],
+            table.last_offsets[ordered],
+            table.max_timestamps[ordered],
+            0,
+            32,
+        )
+        (Path(path) / f"{SEGMENT}.index").write_bytes(index)
     whole = list(range(14))
     assert offsets(path) == whole
     assert offsets(path, maxBytesPerPartition=limit) == whole
     assert offsets(path, maxBytesPerPartition=limit, iteration="shallow") == [3, 7, 11, 13]
+
+
+def test_a_deep_read_from_an_offset_drops_an_undecodable_batch_before_it(tmp_path: Path) -> None:
+    """99:774 -- the checksum-valid batch at 0 (offsets 0..2) holds records that do not decode,
+    a damaged batch follows, then a batch of offsets 0..3. The whole read drops the batch at 0,
+    so 0..3 follows in order. A read from offset 3 pruned the batch at 0 undecoded: its offsets
+    moved the order check on and the batch 0..3 was dropped as going back (offset 3 lost)."""
+    path = fuzz_log(tmp_path, 99, 774)
+    assert offsets(path) == [0, 1, 2, 3]
+    assert offsets(path, startingOffsets='{"t":{"0":3}}') == [3]
