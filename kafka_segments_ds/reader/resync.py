@@ -384,8 +384,9 @@ class Resync:
         entry boundary) any such entry counts. Elsewhere, where the bytes of entry headers make
         small size fields by chance, only a compressed wrapper with an unknown magic byte that
         may hold the legacy ``candidate`` verbatim, whose offset field lies above the last good
-        entry's and below the offset field of the entry its size field leads to. Looked for at
-        most PROOF_SCAN_BYTES back; None when there is none."""
+        entry's and below the offset field of the entry its size field leads to, and whose key
+        and value lengths, read as a magic-0 or magic-1 message, end where its size field does.
+        Looked for at most PROOF_SCAN_BYTES back; None when there is none."""
         low = max(searched, candidate - PROOF_SCAN_BYTES)
         if candidate <= low:
             return None
@@ -423,6 +424,7 @@ class Resync:
                     and magics[i] > 2
                     and 1 <= (data[i + 17] & 0x07) <= 3
                     and floor < offset < ceilings[end]
+                    and end in self._legacy_layout_ends(position)
                 ):
                     continue
                 if magics[i] < 2:
@@ -490,6 +492,16 @@ class Resync:
         if field.shape[0] < 4 or be_int(field, 0, 4) < 0:
             return None
         return at + 4
+
+    def _legacy_layout_ends(self, position: int) -> set[int]:
+        """Where the entry at ``position`` ends by its key and value lengths, read as a magic-0
+        and as a magic-1 message (those that are possible)."""
+        ends = set()
+        for magic in (0, 1):
+            start = self._value_start(position, magic)
+            if start is not None:
+                ends.add(start + be_int(self.read(start - 4, 4), 0, 4))
+        return ends
 
     def _checked_legacy_end(self, position: int) -> int | None:
         """Where the legacy message at ``position`` ends by its key and value lengths, if its

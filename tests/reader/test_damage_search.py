@@ -65,6 +65,15 @@ def test_search_skips_a_bad_magic_wrapper_with_a_consistent_size(tmp_path: Path)
     assert offsets(path, iteration="shallow") == []
 
 
+def test_header_fields_of_a_damaged_batch_are_no_enclosing_wrapper(tmp_path: Path) -> None:
+    """424242:19849 -- after the damaged batch at 420 the search finds the intact lz4 wrapper
+    at 569 (offsets 10008..10010). Bytes inside the damaged batch's header at 436 read as an
+    entry whose size field leads exactly to the end of the file; only a wrapper whose key and
+    value lengths also end there holds the candidate verbatim, so the wrapper is kept."""
+    path = fuzz_log(tmp_path, 424242, 19849)
+    assert offsets(path) == [*range(8), 10008, 10009, 10010]
+
+
 def test_pruning_for_the_start_offset_does_not_trust_a_damaged_size(tmp_path: Path) -> None:
     """777001:944 -- a batch cut to 27 bytes whose size field (133) still claims 145 bytes,
     then an intact batch of offsets 0..3 at byte 27. A read from offset 3 pruned the damaged
