@@ -26,7 +26,8 @@ from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
-from kafka_segments_ds.records.batches import EntryHead, probe_entry, walk_entries
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
     Bounds,
@@ -410,11 +411,62 @@ def split_tasks(
             )
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
+        floors = [task.after_offset, *_order_floors(filesystem, task, cuts)]
         out.extend(
-            replace(task, start_position=a, end_position=b)
-            for a, b in zip(starts, ends, strict=True)
+            replace(task, start_position=a, end_position=b, after_offset=f)
+            for a, b, f in zip(starts, ends, floors, strict=True)
         )
     return out
+
+
+def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) -> list[int]:
+    """For each cut of ``task``, the last offset the entries before it reach by the reader's
+    order rule (an entry counts when its offsets go above the last counted one and stay below
+    the next segment's base offset), so a piece drops an entry going back, as a whole-segment
+    read does. Walked from the piece before (without an index every entry is walked); with an
+    index, from the last index position before the cut holding a whole valid entry, and
+    carried over from piece to piece (a walk of one index interval per cut). A walk whose
+    framing does not lead exactly to the cut teaches nothing (index files and size fields are
+    untrusted)."""
+    index = _load_offset_index(filesystem, task.segment)
+    anchors = np.empty(0, np.int64) if index is None else index.positions
+    floor = task.segment.base_offset - 1
+    if task.after_offset is not None:
+        floor = max(floor, task.after_offset)
+    floors: list[int] = []
+    previous = task.start_position
+    with _reads(filesystem, task.segment) as read:
+        for cut in cuts:
+            start = previous
+            for anchor in anchors[(anchors > previous) & (anchors < cut)][::-1].tolist():
+                if _entry_head(filesystem, task.segment, task.next_base_offset, anchor) is not None:
+                    start = anchor
+                    break
+            floor = _walk_order(read, task, start, cut, floor)
+            floors.append(floor)
+            previous = cut
+    return floors
+
+
+def _walk_order(read: Read, task: ScanTask, start: int, cut: int, floor: int) -> int:
+    """``floor`` carried over the entries framed from ``start`` to ``cut`` (see
+    :func:`_order_floors`); unchanged when the framing does not end exactly at ``cut``."""
+    next_base = task.next_base_offset
+    window = min(HOP_WINDOW_BYTES, max(cut - start, 4096))  # an index interval: one read
+    carried = floor
+    for walked in walk_entries(read, start, cut, window, file_size=task.segment.size):
+        lasts = K.entry_last_offsets(walked.window, walked.positions, walked.magics).tolist()
+        for at, last, magic in zip(
+            walked.positions.tolist(), lasts, walked.magics.tolist(), strict=True
+        ):
+            head = walked.window[at : at + 12].tobytes()
+            first = int.from_bytes(head[:8], "big", signed=True) if magic == 2 else last
+            if first > carried and last >= first and (next_base is None or last < next_base):
+                carried = last
+            end = walked.base + at + 12 + int.from_bytes(head[8:12], "big", signed=True)
+            if end >= cut:
+                return carried if end == cut else floor
+    return floor
 
 
 def plan_partitions(

@@ -33,6 +33,9 @@ class ScanTask:
     # where the segment lives (pickles, so executors reopen it); None = resolve the path
     filesystem: pafs.FileSystem | None = None
     include_control: bool = False  # return control records as rows (internal lookups)
+    # a byte-range piece after the first: the last offset the entries before start_position
+    # reach by the reader's order rule (an entry must go above it, as in a whole-segment read)
+    after_offset: int | None = None
 
     @property
     def end(self) -> int:

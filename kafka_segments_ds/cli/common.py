@@ -17,7 +17,6 @@ from typing import Any, TextIO
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import (
-    CorruptSegmentError,
     NoKafkaDataError,
     StorageError,
 )
@@ -29,6 +28,7 @@ from kafka_segments_ds.layout import (
     segment_file_name,
 )
 from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.reader.damage import SUMMARY as DAMAGE_SUMMARY
 from kafka_segments_ds.selection import (
     PATH_ERRORS,
     check_selection,
@@ -278,52 +278,25 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 class _Collect(logging.Handler):
-    def __init__(self) -> None:
+    def __init__(self, summaries: bool) -> None:
         super().__init__(logging.WARNING)
+        self.summaries = summaries
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        if self.summaries or not getattr(record, DAMAGE_SUMMARY, False):
+            self.messages.append(record.getMessage())
 
 
 @contextlib.contextmanager
-def reader_warnings() -> Iterator[list[str]]:
+def reader_warnings(summaries: bool = True) -> Iterator[list[str]]:
     """Collect the package's warnings (dropped entries, truncated tails) instead of letting
-    Python print them to stderr, so a command reports each one once, where it belongs."""
-    handler = _Collect()
+    Python print them to stderr, so a command reports each one once, where it belongs.
+    ``summaries=False``: without the reader's per-task DROPMALFORMED summary lines."""
+    handler = _Collect(summaries)
     logger = logging.getLogger("kafka_segments_ds")
     logger.addHandler(handler)
     try:
         yield handler.messages
     finally:
         logger.removeHandler(handler)
-
-
-class _Drops(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.entries: set[tuple[str, int]] = set()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        args = record.args if isinstance(record.args, tuple) else ()
-        err = args[0] if args else None
-        if isinstance(err, CorruptSegmentError) and err.path and err.position is not None:
-            self.entries.add((err.path, err.position))
-
-
-@contextlib.contextmanager
-def dropped_entries() -> Iterator[set[tuple[str, int]]]:
-    """Collect ``(file, byte position)`` of every entry the reader drops (DROPMALFORMED): it
-    logs the first few of a task as warnings and the rest at INFO, which this lets through to
-    the collector only (Python's last-resort handler still prints warnings and worse)."""
-    handler = _Drops()
-    logger = logging.getLogger("kafka_segments_ds")
-    level = logger.level
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    try:
-        yield handler.entries
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)

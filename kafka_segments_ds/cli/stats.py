@@ -22,7 +22,6 @@ import pyarrow.fs as pafs
 from kafka_segments_ds.cli.common import (
     EXIT_DAMAGED,
     EXIT_OK,
-    dropped_entries,
     iso,
     progress,
     read_bytes,
@@ -36,7 +35,7 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import segment_tasks
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader.damage import SUMMARY_MARKER
+from kafka_segments_ds.reader.damage import DamageKind, collect_damage
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
@@ -47,9 +46,8 @@ DESCRIPTION = (
     "reported once each on stderr; the exit status is then 1."
 )
 # Damaged entries are those the reader drops, each well-framed entry of a damaged segment whose
-# checksum fails, and cut-off tails (this warning); the rest (a resync, a re-read) is only
-# passed on.
-TRUNCATED_MARKER = "truncated entry"
+# checksum fails, and cut-off tails (the reader's damage events); the rest (a resync, a re-read)
+# is only passed on as a warning.
 
 
 def add_arguments(stats: argparse.ArgumentParser) -> None:
@@ -64,18 +62,18 @@ def partition_stats(
     options = {**options}
     if not any(key.lower() == "mode" for key in options):
         options["mode"] = "DROPMALFORMED"
-    with reader_warnings() as messages, dropped_entries() as drops:
-        stats = _counts(filesystem, part, options)
     # the reader's per-read DROPMALFORMED totals repeat what the DAMAGED column and line say
-    unique = [w for w in dict.fromkeys(messages) if SUMMARY_MARKER not in w]
-    damaged = set(drops)
+    with reader_warnings(summaries=False) as messages, collect_damage() as events:
+        stats = _counts(filesystem, part, options)
+    damaged = {(e.path, e.position) for e in events if e.kind.is_drop}
     if parse_read_options(options).verify_checksums:
         for segment in part.segments:
             shown = display_path(filesystem, segment.path)
-            if any(path == shown for path, _ in drops):
+            if any(path == shown for path, _ in damaged):
                 damaged.update((shown, at) for at in failed_checksums(filesystem, segment))
-    stats["damaged"] = len(damaged) + sum(TRUNCATED_MARKER in w for w in unique)
-    stats["warnings"] = unique
+    truncated = {(e.path, e.position) for e in events if e.kind is DamageKind.TRUNCATED}
+    stats["damaged"] = len(damaged) + len(truncated)
+    stats["warnings"] = list(dict.fromkeys(messages))
     return stats
 
 

@@ -2,81 +2,167 @@
 
 Decoders always raise (or report a :class:`~kafka_segments_ds.reader.rows.Fault`); this is the
 one place deciding what follows. FAILFAST re-raises with the file, position and offset.
-DROPMALFORMED logs the bad entry and resynchronises at the next entry whose framing and
-checksum are valid and whose offsets can follow the last good one. Either way some endings
-are not damage: a zero-filled (preallocated) tail, a truncated last entry of a copy taken
-while a broker appended, a torn write into a preallocated segment, or an entry that was
-rewritten while it was read.
+DROPMALFORMED logs the bad entry and goes on where the forensics of
+:mod:`kafka_segments_ds.reader.resync` find the next entry whose framing and checksum are valid
+and whose offsets can follow the last good one. Either way some endings are not damage: a
+zero-filled (preallocated) tail, a truncated last entry of a copy taken while a broker
+appended, a torn write into a preallocated segment, or an entry that was rewritten while it was
+read.
+
+What a read met is also reported as :class:`DamageEvent` values: each policy keeps its own
+(the one summary line of a task is counted from them, :class:`DamageCounts`), and
+:func:`collect_damage` hands them to a caller (the CLI's ``stats`` counts damaged entries so).
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 
-import numpy as np
-
-from kafka_segments_ds.errors import (
-    CorruptSegmentError,
-    UnsupportedFormatError,
-)
+from kafka_segments_ds.errors import CorruptSegmentError, UnsupportedFormatError
 from kafka_segments_ds.options import ReadOptions
-from kafka_segments_ds.reader.source import SegmentSource
+from kafka_segments_ds.reader.resync import Read, Resync, be_int
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import (
-    EntryHead,
-    decode_entry_head,
-    has_valid_checksum,
-    probe_entry,
-)
-from kafka_segments_ds.records.checksums import crc32c_update
-from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
-from kafka_segments_ds.scan_task import ScanTask
+
+__all__ = [
+    "DamageCounts",
+    "DamageEvent",
+    "DamageKind",
+    "DamagePolicy",
+    "be_int",
+    "collect_damage",
+]
 
 log = logging.getLogger(__name__)
-# starts the one line a task logs about what DROPMALFORMED dropped in all (after its path)
-SUMMARY_MARKER = "DROPMALFORMED dropped"
 MAX_REREADS = 8  # entries read again because their bytes changed, per task
 DETAILED_DROPS = 10  # dropped entries logged one by one (WARNING) per task; then INFO
-PROOF_SCAN_BYTES = 64 << 20  # the most of a damaged entry searched for its own true end
+SUMMARY = "damage_summary"  # set on the log record of a task's summary line (LogRecord attribute)
 
 
-def be_int(buf: np.ndarray, start: int, stop: int) -> int:
-    """The signed big-endian integer in ``buf[start:stop]``."""
-    return int.from_bytes(buf[start:stop].tobytes(), "big", signed=True)
+class DamageKind(enum.Enum):
+    """What a read met at a byte position."""
+
+    BATCH = "batch"  # a magic-2 batch dropped whole (DROPMALFORMED)
+    MESSAGE = "legacy message"  # a legacy message dropped whole (a wrapper: one)
+    UNFRAMED = "unframed bytes"  # a bad entry whose size field frames nothing in the file
+    TRUNCATED = "truncated entry"  # a last entry cut by the end of the file: end of the data
+    ZERO_TAIL = "zero-filled tail"  # zeros from here: end of the data
+    TORN_WRITE = "torn write"  # an entry cut by a write into a zero-filled file: end of data
+    REREAD = "entry read again"  # its bytes changed since they were read
+
+    @property
+    def is_drop(self) -> bool:
+        return self in (DamageKind.BATCH, DamageKind.MESSAGE, DamageKind.UNFRAMED)
 
 
-def _plausible_size(head: np.ndarray) -> bool:
-    """Whether the size field of the entry whose first 17 bytes are ``head`` is no smaller
-    than the smallest entry its magic byte allows (an unknown magic byte: the smallest of
-    any), so the size field may be true whatever else was damaged."""
-    if head.shape[0] < 17:
-        return False
-    return be_int(head, 8, 12) >= (49 if head[16] == 2 else 14)
+@dataclass(frozen=True, slots=True)
+class DamageEvent:
+    """One thing a read met: ``kind`` at byte ``position`` of ``path`` (as shown in messages).
+    A drop also tells the records the entry held by its headers (None: a wrapper whose payload
+    does not expand) and the bytes skipped after it that frame no entry."""
+
+    kind: DamageKind
+    path: str
+    position: int
+    records: int | None = 0
+    skipped_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DamageCounts:
+    """What DROPMALFORMED dropped, counted from a read's events."""
+
+    entries: int = 0  # dropped entries (batches + legacy messages)
+    batches: int = 0
+    messages: int = 0  # legacy messages, compressed wrappers included
+    records: int = 0  # by the entries' headers (a wrapper: its inner messages)
+    uncounted: int = 0  # wrappers whose payload does not expand: records unknown
+    skipped_bytes: int = 0  # bytes between entries that frame no entry
+
+    @classmethod
+    def of(cls, events: Iterable[DamageEvent]) -> DamageCounts:
+        drops = [e for e in events if e.kind.is_drop]
+        entries = [e for e in drops if e.kind is not DamageKind.UNFRAMED]
+        return cls(
+            entries=len(entries),
+            batches=sum(e.kind is DamageKind.BATCH for e in entries),
+            messages=sum(e.kind is DamageKind.MESSAGE for e in entries),
+            records=sum(e.records or 0 for e in entries),
+            uncounted=sum(e.records is None for e in entries),
+            skipped_bytes=sum(e.skipped_bytes for e in drops),
+        )
+
+    def describe(self) -> str:
+        unknown = (
+            f" (and {self.uncounted} compressed wrappers whose records cannot be counted)"
+            if self.uncounted
+            else ""
+        )
+        return (
+            f"dropped {self.entries} malformed entries ({self.batches} batches, "
+            f"{self.messages} legacy messages) holding {self.records} records{unknown}, and "
+            f"skipped {self.skipped_bytes} bytes that frame no entry"
+        )
+
+
+_SINKS: ContextVar[tuple[list[DamageEvent], ...]] = ContextVar("damage_sinks", default=())
+
+
+@contextlib.contextmanager
+def collect_damage() -> Iterator[list[DamageEvent]]:
+    """The events of every read made (iterated) inside the block, in order."""
+    events: list[DamageEvent] = []
+    token = _SINKS.set((*_SINKS.get(), events))
+    try:
+        yield events
+    finally:
+        _SINKS.reset(token)
 
 
 class DamagePolicy:
-    """Decides, for one task, where reading goes on after a bad entry (or raises)."""
+    """Decides, for one read of a segment, where reading goes on after a bad entry (or
+    raises). ``read``/``file_end``: the segment's bytes and size; ``shown``: its path in
+    messages; entries starting before ``range_end`` belong to the read; ``last_offset()``: the
+    last offset of the last good entry, as decoded; ``next_base_offset``: offsets stay below."""
 
     def __init__(
         self,
-        task: ScanTask,
         options: ReadOptions,
-        source: SegmentSource,
+        read: Read,
+        *,
         shown: str,
+        file_end: int,
         range_end: int,
         last_offset: Callable[[], int],
+        next_base_offset: int | None = None,
     ) -> None:
-        self.task = task
         self.options = options
-        self.source = source
-        self.shown = shown  # the segment's path in messages
-        self.file_end = source.size
+        self.read = read
+        self.shown = shown
+        self.file_end = file_end
         self.range_end = range_end
-        self.last_offset = last_offset  # the last offset of the last good entry, as decoded
         self.rereads = 0
-        self.checked_end: tuple[int, int | None] | None = None  # _may_be_inner's last wrapper
-        self.dropped = DropCount()
+        self.events: list[DamageEvent] = []
+        self.forensics = Resync(
+            read,
+            path=shown,
+            file_end=file_end,
+            range_end=range_end,
+            last_offset=last_offset,
+            next_base_offset=next_base_offset,
+            read_chunk_bytes=options.read_chunk_bytes,
+            max_batch_bytes=options.max_batch_bytes,
+            max_decompressed_bytes=options.max_decompressed_bytes,
+        )
+
+    def _report(self, event: DamageEvent) -> None:
+        self.events.append(event)
+        for sink in _SINKS.get():
+            sink.append(event)
 
     def fail(
         self,
@@ -104,108 +190,47 @@ class DamagePolicy:
         )
         if not self.options.drop_malformed:
             raise located from err
-        self.dropped.entries += 1
-        level = logging.WARNING if self.dropped.entries <= DETAILED_DROPS else logging.INFO
+        dropped = sum(e.kind.is_drop for e in self.events) + 1
+        level = logging.WARNING if dropped <= DETAILED_DROPS else logging.INFO
         log.log(level, "dropping malformed entry: %s", located)
-        resume = self._resync(position)
-        self._count_drop(position, resume)
+        resume = self.forensics.resume_after(position)
+        self._report(self._drop(position, resume))
         return resume
 
-    def _count_drop(self, position: int, resume: int | None) -> None:
-        """Add what the dropped entry at ``position`` held to the task's summary."""
-        count = self.dropped
-        head = decode_entry_head(self.source.read(position, 61), position)
-        end = position
-        if head is not None and position + head.length <= self.file_end:
-            end = position + head.length
-            if head.magic == 2:
-                count.batches += 1
-                count.records += max(be_int(self.source.read(position + 57, 4), 0, 4), 0)
-            else:
-                count.messages += 1
-                records = self._legacy_records(position, head)
-                if records is None:
-                    count.uncounted += 1
-                else:
-                    count.records += records
-        else:
-            count.entries -= 1  # bytes that frame no entry: counted as skipped bytes
+    def _drop(self, position: int, resume: int | None) -> DamageEvent:
+        """The event of dropping the entry at ``position`` when reading resumes at ``resume``."""
+        held = self.forensics.held(position)
         stop = self.range_end if resume is None else resume
-        count.skipped_bytes += max(stop - end, 0)
-
-    def _legacy_records(self, position: int, head: EntryHead) -> int | None:
-        """How many records a dropped legacy entry holds: 1, or a wrapper's inner messages if
-        its payload still expands (None when it does not)."""
-        if head.codec == 0:
-            return 1
-        if head.length > self.options.max_batch_bytes:
-            return None
-        try:
-            data = self.source.read(position, head.length).tobytes()
-            message = decode_legacy_message(data, 0, verify_checksum=False)
-            inner = expand_wrapper(
-                message, verify_checksum=False, max_bytes=self.options.max_decompressed_bytes
+        if held is None:  # bytes that frame no entry: counted as skipped bytes
+            return DamageEvent(
+                DamageKind.UNFRAMED, self.shown, position, 0, max(stop - position, 0)
             )
-        except CorruptSegmentError:
-            return None
-        return len(inner)
+        kind = DamageKind.BATCH if held.magic == 2 else DamageKind.MESSAGE
+        return DamageEvent(kind, self.shown, position, held.records, max(stop - held.end, 0))
 
     def log_summary(self) -> None:
-        """One line for the task: what DROPMALFORMED dropped in all."""
-        count = self.dropped
+        """One line for the read: what DROPMALFORMED dropped in all."""
+        count = DamageCounts.of(self.events)
         if count.entries or count.skipped_bytes:
-            log.warning("%s: DROPMALFORMED %s", self.shown, count.describe())
+            log.warning("%s: DROPMALFORMED %s", self.shown, count.describe(), extra={SUMMARY: True})
 
     def _is_torn_write(self, position: int, err: CorruptSegmentError) -> bool:
         """Whether the bad entry at ``position`` is one a broker was still writing.
 
         With ``preallocate=true`` a broker writes into a zero-filled file, so a copy (or a read)
         taken meanwhile ends in a partly written entry and zeros: as for a truncated tail, that
-        is the end of the data, not damage. Not when a valid entry starts inside the bad one
-        and runs past its end: past a torn write nothing was ever written, so such an entry's
-        trailing zeros are its own data and the bad entry's size field is the damage. Nor when
-        a valid entry whose offsets follow on lies inside it and cannot be one of its inner
-        messages (as for :meth:`past_eof`): the size field is the damage.
+        is the end of the data, not damage (see :meth:`Resync.is_torn_write`).
         """
-        head = self.source.read(position, 17)
-        if head.shape[0] < 17:
+        if not self.forensics.is_torn_write(position):
             return False
-        size = be_int(head, 8, 12)
-        end = position + 12 + (size if size >= 14 else 0)
-        if (
-            end < self.file_end
-            and self._is_zero(end, self.file_end)
-            and not self._entry_straddles(position, end)
-            and not self._follows_inside(position, end)
-        ):
-            log.info(
-                "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
-                self.shown,
-                position,
-                err,
-            )
-            return True
-        return False
-
-    def _follows_inside(self, position: int, end: int) -> bool:
-        """Whether a valid entry in (``position``, ``end``) continues the log and cannot be an
-        inner message of the bad entry at ``position``."""
-        candidate = self._scan_for_entry(position + 1, position, end, quiet=True)
-        return candidate is not None and not self._may_be_inner(candidate, position)
-
-    def _entry_straddles(self, position: int, end: int) -> bool:
-        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``."""
-        data = self.source.read(position, end - position)
-        rel = 1
-        while rel < data.shape[0]:
-            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
-            if cand < 0:
-                return False
-            entry = self._probe(position + cand)
-            if entry is not None and position + cand + entry.length > end:
-                return True
-            rel = cand + 1
-        return False
+        log.info(
+            "%s: entry at byte %d torn by a write into a zero-filled segment: end of data (%s)",
+            self.shown,
+            position,
+            err,
+        )
+        self._report(DamageEvent(DamageKind.TORN_WRITE, self.shown, position))
+        return True
 
     def _changed_since_read(self, position: int, seen: bytes | None) -> bool:
         """Whether the bad entry at ``position`` reads differently now and is valid: it was
@@ -213,15 +238,16 @@ class DamagePolicy:
         wrong (pyarrow pads a short S3 response to the length asked). A few per task."""
         if seen is None or self.rereads >= MAX_REREADS:
             return False
-        if self.source.read(position, len(seen)).tobytes() == seen:
+        if self.read(position, len(seen)).tobytes() == seen:
             return False
-        if not self._entry_is_valid(position):
+        if not self.forensics.entry_is_valid(position):
             return False
         self.rereads += 1
-        self.checked_end = None
+        self.forensics.forget()
         log.warning(
             "%s: entry at byte %d changed since it was read; reading it again", self.shown, position
         )
+        self._report(DamageEvent(DamageKind.REREAD, self.shown, position))
         return True
 
     def past_eof(self, position: int, quiet: bool = False) -> int | None:
@@ -235,75 +261,36 @@ class DamagePolicy:
         it, or from a later candidate past where its chain breaks. ``quiet``: the end of the
         data is not logged (a stream's look at an active segment: an append in progress).
         """
-        candidate = self._scan_for_entry(position + 1, position, quiet=quiet)
-        if candidate is not None and self._damage_proven(candidate, position):
+        candidate = self.forensics.proof_of_damage(position, quiet)
+        if candidate is not None:
             err = CorruptSegmentError(
                 "entry size runs past the end of the file, but valid entries follow "
                 f"from byte {candidate} (damaged size field)"
             )
-            return self.fail(err, position, self._offset_field(position))
+            return self.fail(err, position, self.forensics.offset_field(position))
         if quiet:
             return None
-        if self._is_zero(position, self.file_end):
-            log.info("%s: zero-filled tail from byte %d", self.source.path, position)
+        if self.forensics.is_zero(position, self.file_end):
+            log.info("%s: zero-filled tail from byte %d", self.shown, position)
+            self._report(DamageEvent(DamageKind.ZERO_TAIL, self.shown, position))
         else:
             log.warning(
                 "%s: truncated entry at byte %d: %d bytes at the end of the file ignored",
-                self.source.path,
+                self.shown,
                 position,
                 self.file_end - position,
             )
+            self._report(DamageEvent(DamageKind.TRUNCATED, self.shown, position))
         return None
 
-    def _damage_proven(self, candidate: int | None, damaged: int) -> bool:
-        """Whether valid entries from ``candidate`` on prove that the entry at ``damaged``,
-        which runs past the end of the file, is damaged rather than truncated: one that cannot
-        be its inner message, or a chain of valid entries reaching the end of the file or
-        holding a magic-2 batch. Each chain is walked once: a candidate on a broken chain
-        breaks where it does, so the next one is looked for past that point."""
-        while candidate is not None:
-            if not self._may_be_inner(candidate, damaged):
-                return True
-            reached, batch, stop = self._chain_walk(candidate, self.file_end)
-            if reached or batch:
-                return True
-            candidate = self._scan_for_entry(stop + 1, damaged, quiet=True)
-        return False
-
-    def _chain_reaches(self, position: int, target: int) -> bool:
-        """Whether valid entries follow each other from ``position`` exactly to ``target``; at
-        the end of the file also to a zero tail too long to be the lz4 end mark that ends a
-        wrapper's payload."""
-        return self._walk_chain(position, target)[0]
-
-    def _walk_chain(self, position: int, target: int) -> tuple[bool, bool]:
-        """(:meth:`_chain_reaches`, whether a magic-2 batch is on the chain)."""
-        reached, batch, _ = self._chain_walk(position, target)
-        return reached, batch
-
-    def _chain_walk(self, position: int, target: int) -> tuple[bool, bool, int]:
-        """:meth:`_walk_chain` and where the chain stops (``target`` or the first position
-        holding no valid entry)."""
-        batch = False
-        while position < target:
-            if (
-                target == self.file_end
-                and target - position >= 17
-                and self._is_zero(position, target)
-            ):
-                return True, batch, target
-            entry = self._probe(position)
-            if entry is None:
-                return False, batch, position
-            batch = batch or entry.magic == 2
-            position += entry.length
-        return position == target, batch, position
-
     def bad_framing(self, position: int, outcome: int, seen: bytes) -> int | None:
-        if self._is_zero(position, self.file_end):
-            log.info("%s: zero-filled (preallocated) tail from byte %d", self.source.path, position)
+        """The framing broke at ``position`` (``outcome``: the framing kernel's): the end of
+        the data at a zero-filled tail, else damage."""
+        if self.forensics.is_zero(position, self.file_end):
+            log.info("%s: zero-filled (preallocated) tail from byte %d", self.shown, position)
+            self._report(DamageEvent(DamageKind.ZERO_TAIL, self.shown, position))
             return None
-        head = self.source.read(position, 17)
+        head = self.read(position, 17)
         if head.shape[0] < 17:
             return None
         size = be_int(head, 8, 12)
@@ -317,292 +304,3 @@ class DamagePolicy:
         else:
             err = CorruptSegmentError(f"entry size {size} below the minimum 14")
         return self.fail(err, position, offset, seen)
-
-    def _is_zero(self, start: int, end: int) -> bool:
-        step = 4 * 1024 * 1024
-        while start < end:
-            block = self.source.read(start, min(step, end - start))
-            if block.shape[0] == 0:
-                return True
-            if block.any():
-                return False
-            start += block.shape[0]
-        return True
-
-    def _resync(self, position: int) -> int | None:
-        """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
-
-        An entry whose size field is plausible and consistent -- it leads to a valid entry or
-        exactly to the end -- is skipped whole, whatever its damage (checksum, framing, an
-        unknown magic byte): no position inside its declared extent is a resynchronisation
-        point (a compressed legacy wrapper can hold its inner messages verbatim, each with a
-        valid checksum), unless the entry's own checksum proves that it ends earlier, where a
-        valid entry starts (only its size field, which no checksum covers, was damaged; a
-        magic-2 CRC does not cover the magic byte either), or, with an unknown magic byte,
-        valid entries inside chain exactly to where the size field leads and the first cannot
-        be an inner message (:meth:`_chain_inside`). Otherwise take the first later position
-        holding a valid entry (see :meth:`_scan_for_entry`); for bytes that are no entry at
-        all (an impossible size), valid entries found inside that chain exactly to where the
-        size field leads win over it. A checksum-valid entry (dropped for its offsets) is
-        skipped whole and reading goes on at its end, whatever is there: its checksum proves
-        its extent.
-        """
-        whole = self._probe(position)
-        if whole is not None:  # valid, dropped for its offsets: reading goes on at its end
-            end = position + whole.length
-            return end if end < self.range_end else None
-        head = self.source.read(position, 17)
-        following = None
-        if head.shape[0] >= 12:
-            claimed = position + 12 + be_int(head, 8, 12)
-            if claimed in (self.range_end, self.file_end) or (
-                position + 26 <= claimed < self.range_end and self._entry_is_valid(claimed)
-            ):
-                following = min(claimed, self.range_end)
-        if following is not None and _plausible_size(head):
-            if int(head[16]) > 2:
-                inside = self._chain_inside(position, following)
-                if inside is not None:
-                    return inside
-            resume = self._proven_end(position, following)
-            if resume is None:
-                resume = following
-            return resume if resume < self.range_end else None
-        candidate = self._scan_for_entry(position + 1, position, following)
-        if following is None:
-            return candidate
-        if candidate is not None and self._chain_reaches(candidate, following):
-            return candidate  # the size field skipped whole entries: it was the damage
-        return following if following < self.range_end else None
-
-    def _chain_inside(self, position: int, following: int) -> int | None:
-        """For the entry at ``position`` whose magic byte is unknown and whose size field leads
-        to ``following``: the first valid entry inside it, if valid entries chain from there
-        exactly to ``following`` (the size field covered them: bytes that are no entry at all
-        came first) and it cannot be an inner message of this entry read as a compressed
-        legacy wrapper (whose CRC covers the magic byte, so it cannot bound them)."""
-        candidate = self._scan_for_entry(position + 1, position, following, quiet=True)
-        if (
-            candidate is None
-            or self._may_be_inner_of_unknown(candidate, position)
-            or not self._chain_reaches(candidate, following)
-        ):
-            return None
-        log.warning("%s: resynchronised at byte %d", self.source.path, candidate)
-        return candidate
-
-    def _may_be_inner_of_unknown(self, position: int, damaged: int) -> bool:
-        """Whether the legacy entry at ``position`` lies in the value of the entry at
-        ``damaged`` (an unknown magic byte) read as a compressed magic-0 or magic-1 wrapper."""
-        outer = self.source.read(damaged, 18)
-        if outer.shape[0] < 18 or not 1 <= (outer[17] & 0x07) <= 3:
-            return False
-        if self._magic(position) >= 2:
-            return False
-        starts = [self._value_start(damaged, magic) for magic in (0, 1)]
-        return any(start is not None and position >= start for start in starts)
-
-    def _proven_end(self, position: int, following: int) -> int | None:
-        """Where the damaged entry at ``position`` ends by its own stored checksum, if that is
-        before ``following`` and a valid entry starts there: the CRC covers the entry's bytes
-        but not its size field, so an entry whose only damage is a grown size field still
-        proves its true extent (a false match is a 2^-32 chance)."""
-        head = self.source.read(position, 21)
-        if int(head[16]) < 2:
-            end = self._checked_legacy_end(position)
-            if end is not None and end < following and self._entry_is_valid(end):
-                return end
-            return None
-        if following - position > min(PROOF_SCAN_BYTES, self.options.max_batch_bytes):
-            return None
-        data = self.source.read(position, following - position)
-        view = data.data
-        stored = int.from_bytes(head[17:21].tobytes(), "big")
-        rel = 61  # a batch is at least its 61-byte header
-        crc, done = 0, 21  # CRC-32C of bytes [21, done), carried from candidate to candidate
-        while rel < data.shape[0]:
-            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
-            if cand < 0:
-                return None
-            crc, done = crc32c_update(view[done:cand], crc), cand
-            if crc == stored and self._entry_is_valid(position + cand):
-                return position + cand
-            rel = cand + 1
-        return None
-
-    def _scan_for_entry(
-        self, start: int, damaged: int | None = None, stop: int | None = None, quiet: bool = False
-    ) -> int | None:
-        """First position in [``start``, ``stop``) holding a well-framed entry with a valid
-        checksum whose offsets can follow the last good entry.
-
-        One that may be an inner message of the ``damaged`` entry, stored verbatim, must also
-        be followed by a valid entry. Others need no valid successor: it may be damaged too.
-        A valid entry passed over (its offsets do not follow) is passed whole: its checksum
-        proves its bytes its own, so no entry starts inside it.
-        """
-        step = max(self.options.read_chunk_bytes, 1 << 20)
-        stop = self.range_end if stop is None else stop
-        passed = start  # the end of the last valid entry passed over
-        while start < stop:
-            window = self.source.read(start, step + 64)
-            limit = min(window.shape[0], stop - start)
-            rel = max(passed - start, 0)
-            while rel < limit:
-                cand = int(K.find_entry_candidate(window, rel, limit))
-                if cand < 0:
-                    break
-                absolute = start + cand
-                entry = self._probe(absolute)
-                if entry is None:
-                    rel = cand + 1
-                    continue
-                if self._offsets_may_follow(absolute) and (
-                    damaged is None
-                    or not self._may_be_inner(absolute, damaged)
-                    or self._successor_is_valid(absolute)
-                ):
-                    if not quiet:
-                        log.warning("%s: resynchronised at byte %d", self.source.path, absolute)
-                    return absolute
-                passed = absolute + entry.length
-                rel = cand + entry.length
-            start += step
-        return None
-
-    def _may_be_inner(self, position: int, damaged: int) -> bool:
-        """Whether the legacy entry at ``position`` could be an inner message of a compressed
-        legacy wrapper at ``damaged``, stored verbatim (lz4/gzip stored blocks, snappy
-        literals). Neither the wrapper's size field (it may be the damage) nor the candidate's
-        offset field (the compressor may fold those 8 bytes into a match while the CRC-covered
-        rest stays literal) can rule that out, but the wrapper's checksum can: when its key and
-        value lengths give an extent its CRC checks, its inner messages all lie before that end
-        (see :meth:`_checked_legacy_end`)."""
-        outer = self.source.read(damaged, 18)
-        if outer.shape[0] < 18 or outer[16] > 1 or not 1 <= (outer[17] & 0x07) <= 3:
-            return False
-        if self._magic(position) >= 2:
-            return False
-        value_start = self._value_start(damaged)
-        if value_start is None or position < value_start:
-            return False  # not inside a compressed value this entry can hold
-        if self.checked_end is None or self.checked_end[0] != damaged:
-            # one CRC per damaged wrapper, however many candidates are weighed against it
-            self.checked_end = (damaged, self._checked_legacy_end(damaged))
-        end = self.checked_end[1]
-        return end is None or position < end
-
-    def _value_start(self, position: int, magic: int | None = None) -> int | None:
-        """Where the value of the legacy message at ``position`` starts by its key and value
-        length fields; None when they are impossible (a key length below -1 or running past
-        the file, a null or negative value length): then it is no wrapper holding messages.
-
-        A wrapper cut short by the end of the file keeps these fields (they precede its
-        value); a size field and key length both torn is damage this rule cannot see through
-        (RELIABILITY R3c). ``magic``: read with that magic's layout."""
-        magic = self._magic(position) if magic is None else magic
-        at = 18 if magic == 0 else 26  # key length
-        field = self.source.read(position + at, 4)
-        if field.shape[0] < 4:
-            return None
-        key = be_int(field, 0, 4)
-        if key < -1:
-            return None
-        at = position + at + 4 + max(key, 0)  # value length
-        field = self.source.read(at, 4) if at + 4 <= self.file_end else field[:0]
-        if field.shape[0] < 4 or be_int(field, 0, 4) < 0:
-            return None
-        return at + 4
-
-    def _checked_legacy_end(self, position: int) -> int | None:
-        """Where the legacy message at ``position`` ends by its key and value lengths, if its
-        CRC checks over exactly those bytes; else None.
-
-        The CRC covers the magic byte through the end of the value but not the size field, so
-        a message whose only damage is its size field still proves its own extent this way
-        (a false match is a 2^-32 chance). O(1) reads plus one CRC over the message.
-        """
-        head = self.source.read(position, 30)
-        if head.shape[0] < 30 or head[16] > 1:
-            return None
-        at = 18 if head[16] == 0 else 26  # key length
-        key = be_int(head, at, at + 4)
-        if key < -1:
-            return None
-        at += 4 + max(key, 0)  # value length
-        field = self.source.read(position + at, 4)
-        if field.shape[0] < 4:
-            return None
-        value = be_int(field, 0, 4)
-        if value < -1:
-            return None
-        end = at + 4 + max(value, 0)  # the entry's length: 12 + size
-        if position + end > self.file_end or end > self.options.max_batch_bytes:
-            return None
-        if not has_valid_checksum(self.source.read(position, end)):
-            return None
-        return position + end
-
-    def _offset_field(self, position: int) -> int:
-        return be_int(self.source.read(position, 8), 0, 8)
-
-    def _magic(self, position: int) -> int:
-        return int(self.source.read(position + 16, 1)[0])
-
-    def _offsets_may_follow(self, position: int) -> bool:
-        """Whether the entry at ``position`` has offsets above the last good entry's and below
-        the next segment's base offset."""
-        head = self.source.read(position, 27)
-        last = be_int(head, 0, 8)
-        if int(head[16]) == 2:
-            last += be_int(head, 23, 27)
-        first = be_int(head, 0, 8)
-        next_base = self.task.next_base_offset
-        return first > self.last_offset() and (next_base is None or last < next_base)
-
-    def _successor_is_valid(self, position: int) -> bool:
-        """Whether the entry after the (valid) one at ``position`` is valid too, or the end.
-
-        One valid-looking entry is not enough: a damaged compressed wrapper can hold its inner
-        messages verbatim, each with a correct checksum.
-        """
-        head = self.source.read(position, 12)
-        following = position + 12 + be_int(head, 8, 12)
-        if following in (self.range_end, self.file_end):
-            return True
-        return self._entry_is_valid(following) or self._is_zero(following, self.file_end)
-
-    def _probe(self, position: int) -> EntryHead | None:
-        """The entry at ``position`` if a whole valid one starts there."""
-        return probe_entry(
-            self.source.read, position, self.file_end, max_bytes=self.options.max_batch_bytes
-        )
-
-    def _entry_is_valid(self, position: int) -> bool:
-        return self._probe(position) is not None
-
-
-class DropCount:
-    """What DROPMALFORMED dropped in one task, for its summary line."""
-
-    __slots__ = ("batches", "entries", "messages", "records", "skipped_bytes", "uncounted")
-
-    def __init__(self) -> None:
-        self.entries = 0  # dropped entries (batches + legacy messages)
-        self.batches = 0
-        self.messages = 0  # legacy messages, compressed wrappers included
-        self.records = 0  # by the entries' headers (a wrapper: its inner messages)
-        self.uncounted = 0  # wrappers whose payload does not expand: records unknown
-        self.skipped_bytes = 0  # bytes between entries that frame no entry
-
-    def describe(self) -> str:
-        unknown = (
-            f" (and {self.uncounted} compressed wrappers whose records cannot be counted)"
-            if self.uncounted
-            else ""
-        )
-        return (
-            f"dropped {self.entries} malformed entries ({self.batches} batches, "
-            f"{self.messages} legacy messages) holding {self.records} records{unknown}, and "
-            f"skipped {self.skipped_bytes} bytes that frame no entry"
-        )

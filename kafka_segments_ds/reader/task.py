@@ -21,8 +21,8 @@ from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import DataLossError, LimitExceededError
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.reader.damage import DamagePolicy, be_int
-from kafka_segments_ds.reader.rows import TaskBounds
-from kafka_segments_ds.reader.source import SegmentSource
+from kafka_segments_ds.reader.rows import Fault, TaskBounds
+from kafka_segments_ds.reader.source import ScannedWindow, SegmentSource
 from kafka_segments_ds.reader.window import WindowDecoder
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.scan_task import ScanTask
@@ -182,8 +182,17 @@ class _TaskReader:
             ),
             columns,
         )
+        if task.after_offset is not None:  # a byte-range piece: the order rule carries over
+            state = self.decoder.state
+            state.last_offset = max(state.last_offset, task.after_offset)
         self.damage = DamagePolicy(
-            task, options, source, shown, self.range_end, lambda: self.decoder.last_offset
+            options,
+            source.read,
+            shown=shown,
+            file_end=source.size,
+            range_end=self.range_end,
+            last_offset=lambda: self.decoder.last_offset,
+            next_base_offset=task.next_base_offset,
         )
 
     # -- window loop -------------------------------------------------------------------------
@@ -198,8 +207,7 @@ class _TaskReader:
 
     def _windows(self, read_ahead: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         pos = self.task.start_position
-        chunk = self.options.read_chunk_bytes
-        want = chunk
+        want = self.options.read_chunk_bytes
         while pos < self.range_end:
             scanned = self.source.scan_window(pos, want)
             window, positions, magics = scanned.window, scanned.positions, scanned.magics
@@ -219,67 +227,69 @@ class _TaskReader:
                 and next_pos < self.range_end
             ):
                 # the usual next window
-                self.source.prefetch(next_pos, chunk, self.options.verify_checksums)
+                self.source.prefetch(
+                    next_pos, self.options.read_chunk_bytes, self.options.verify_checksums
+                )
             elif read_ahead is not None and (reaches_end or next_pos >= self.range_end):
                 read_ahead()  # this window ends the task: on to the next task's first one
+            fault = None
             if positions.shape[0]:
                 batch, fault = self.decoder.decode(
                     window, pos, positions, magics, scanned.checksums, scanned.predecoded
                 )
                 if batch is not None and batch.num_rows:
                     yield batch
-                if fault is not None:  # raises in FAILFAST mode
-                    rel = fault.position - pos
-                    size = be_int(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
-                    seen = window[rel : rel + 12 + max(size, 0)].tobytes()
-                    resume = self.damage.fail(fault.error, fault.position, fault.offset, seen)
-                    if resume is None:
-                        break
-                    pos, want = resume, chunk
-                    continue
-            if oversize is not None and not self.decoder.reached_end:
-                # the same bound, the same way, wherever the entry sits in the window
-                p = int(scanned.positions[oversize])
-                resume = self._too_large(pos + p, be_int(window, p + 8, p + 12) + 12)
-                if resume is None:
-                    break
-                pos, want = resume, chunk
-                continue
-            if reaches_end or self.decoder.reached_end:
+            step = self._next_window(scanned, pos, oversize, reaches_end, fault)
+            if step is None:
                 break
-            if next_pos >= self.range_end:
-                break
-            if outcome == K.FRAMING_END:
-                pos, want = next_pos, chunk
-            elif outcome == K.FRAMING_PARTIAL:
-                # the cut entry's prefix is (nearly always) in the window already: no request
-                header = (
-                    window[stop : stop + 12]
-                    if window.shape[0] >= stop + 12
-                    else self.source.read(next_pos, 12)
-                )
-                size = be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
-                entry_len = 12 + size
-                if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
-                    if entry_len > self.options.max_batch_bytes:
-                        resume = self._too_large(next_pos, entry_len)
-                        if resume is None:
-                            break
-                        pos, want = resume, chunk
-                        continue
-                    pos, want = next_pos, max(chunk, entry_len)
-                    continue
-                resume = self.damage.past_eof(next_pos)
-                if resume is None:
-                    break
-                pos, want = resume, chunk
+            pos, want = step
+
+    def _next_window(
+        self,
+        scanned: ScannedWindow,
+        pos: int,
+        oversize: int | None,
+        reaches_end: bool,
+        fault: Fault | None,
+    ) -> tuple[int, int] | None:
+        """Where the window after ``scanned`` (read at ``pos``) starts and how much of it to
+        read, or None: the task's range ends here. Damage goes to the policy, which raises
+        (FAILFAST) or says where reading resumes (None: nothing more)."""
+        window, outcome, stop = scanned.window, scanned.outcome, scanned.stop
+        chunk = self.options.read_chunk_bytes
+        next_pos = pos + stop
+        resume: int | None
+        if fault is not None:  # raises in FAILFAST mode
+            rel = fault.position - pos
+            size = be_int(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
+            seen = window[rel : rel + 12 + max(size, 0)].tobytes()
+            resume = self.damage.fail(fault.error, fault.position, fault.offset, seen)
+        elif oversize is not None and not self.decoder.reached_end:
+            # the same bound, the same way, wherever the entry sits in the window
+            p = int(scanned.positions[oversize])
+            resume = self._too_large(pos + p, be_int(window, p + 8, p + 12) + 12)
+        elif reaches_end or self.decoder.reached_end or next_pos >= self.range_end:
+            return None
+        elif outcome == K.FRAMING_END:
+            return next_pos, chunk
+        elif outcome == K.FRAMING_PARTIAL:
+            # the cut entry's prefix is (nearly always) in the window already: no request
+            header = (
+                window[stop : stop + 12]
+                if window.shape[0] >= stop + 12
+                else self.source.read(next_pos, 12)
+            )
+            size = be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
+            entry_len = 12 + size
+            if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
+                if entry_len <= self.options.max_batch_bytes:
+                    return next_pos, max(chunk, entry_len)
+                resume = self._too_large(next_pos, entry_len)
             else:
-                resume = self.damage.bad_framing(
-                    next_pos, outcome, window[stop : stop + 17].tobytes()
-                )
-                if resume is None:
-                    break
-                pos, want = resume, chunk
+                resume = self.damage.past_eof(next_pos)
+        else:
+            resume = self.damage.bad_framing(next_pos, outcome, window[stop : stop + 17].tobytes())
+        return None if resume is None else (resume, chunk)
 
     def _first_oversize(self, positions: np.ndarray, stop: int) -> int | None:
         """Index of the first framed entry longer than maxBatchBytes, if any."""

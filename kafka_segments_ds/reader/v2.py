@@ -1,8 +1,8 @@
 """The v2 (magic 2) window decoder: a run of record batches -> row arrays, in stages.
 
 1. :func:`_select_batches` parses the headers, checks that offsets increase and stay inside the
-   segment, ends the run at ``end_offset`` and prunes batches before ``start_offset`` or older
-   than the time bound;
+   segment, ends the run at ``end_offset`` and prunes batches older than the time bound or
+   (shallow reads) before ``start_offset``, those whose checksum matches;
 2. :func:`_first_bad_batch` finds the first batch whose checksum or header fields are wrong
    (nothing after it is decoded: the reader's damage policy decides what follows);
 3. :func:`_decompress_batches` decompresses compressed batches into the window's arena;
@@ -145,15 +145,33 @@ def _select_batches(
             positions, h = positions[:cut], h[:cut]
             base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
     keep = None
-    if b.start_offset is not None:
+    if b.start_offset is not None and not state.options.deep:
+        # (a deep read decodes batches before the start and drops their rows: a batch whose
+        # records do not decode is then dropped as in a read without a start, and its offsets
+        # do not move the order check on)
         keep = last_offsets >= b.start_offset
     if b.min_max_timestamp is not None:
         late = h[:, K.H_MAX_TS] >= b.min_max_timestamp
         keep = late if keep is None else keep & late
     if keep is not None and not keep.all():
+        _keep_from_first_unchecked(keep, window, positions, h)
         positions, h = positions[keep], h[keep]
         base_offsets = base_offsets[keep]
     return _Run(positions, h, base_offsets, all_positions, all_last, order_fault)
+
+
+def _keep_from_first_unchecked(
+    keep: np.ndarray, window: np.ndarray, positions: np.ndarray, h: np.ndarray
+) -> None:
+    """Prune nothing from the first batch to prune whose checksum fails (whatever
+    ``verifyChecksums`` says): its size field, which framed what follows it, is not proven, so
+    it is decoded and judged as in a read without bounds (the damage policy resynchronises
+    after it); the rows it and the batches after it hold are still filtered by the bounds."""
+    pruned = np.flatnonzero(~keep)
+    ends = positions[pruned] + h[pruned, K.H_LENGTH] + 12
+    bad = np.flatnonzero(batch_checksums(window, positions[pruned], ends) != h[pruned, K.H_CRC])
+    if bad.shape[0]:
+        keep[int(pruned[int(bad[0])]) :] = True
 
 
 def _check_order(
@@ -573,12 +591,16 @@ def _shallow_rows(
     if state.want_entry:
         r["entry"] = np.arange(parts.entry_count, parts.entry_count + cut, dtype=np.int64)
     b = state.bounds
+    keep = np.ones(cut, bool)
+    if b.start_offset is not None:  # batches kept back from pruning (their checksum failed)
+        keep &= r["offset"] >= b.start_offset
     if state.options.read_committed:
         # what a read_committed consumer sees: no markers, no aborted batches
-        keep = (attrs & 0x20) == 0
+        keep &= (attrs & 0x20) == 0
         if b.aborted:
             txn = (attrs & 0x10) != 0
             keep &= ~(txn & aborted_mask(h[:, K.H_PRODUCER_ID], h[:, K.H_BASE_OFFSET], b.aborted))
+    if not keep.all():
         r = {f: a[keep] for f, a in r.items()}
     parts.rows.append(r)
 

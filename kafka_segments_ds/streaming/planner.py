@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
@@ -29,7 +30,6 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
 from kafka_segments_ds.reader.damage import DamagePolicy
-from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.reader.task import read_task
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import (
@@ -146,15 +146,20 @@ class _StreamDamage:
         self, position: int, last_offset: int, decide: Callable[[DamagePolicy], int | None]
     ) -> int | None:
         seg = self.seg
-        shown = kfs.display_path(self.filesystem, seg.path)
-        source = SegmentSource(self.filesystem, seg.path, seg.size, shown)
-        try:
-            task = ScanTask(seg, None, None, start_position=position)
-            return decide(
-                DamagePolicy(task, self.options, source, shown, seg.size, lambda: last_offset)
+
+        def read(at: int, length: int) -> np.ndarray:  # the walk's reads, as listed
+            return as_array(self.read(at, max(0, min(length, seg.size - at))))
+
+        return decide(
+            DamagePolicy(
+                self.options,
+                read,
+                shown=kfs.display_path(self.filesystem, seg.path),
+                file_end=seg.size,
+                range_end=seg.size,
+                last_offset=lambda: last_offset,
             )
-        finally:
-            source.close()
+        )
 
 
 def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:

@@ -10,6 +10,7 @@ window. ``reference_rows`` decodes one entry with the readable reference decoder
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -239,7 +240,10 @@ _BUILDERS: dict[str, Callable[[int], list[bytes]]] = {
 SEED_NAMES = tuple(_BUILDERS)
 
 
+@functools.lru_cache(maxsize=256)
 def build_seed(name: str, base: int = 0) -> Seed:
+    """The seed log ``name`` with offsets from ``base`` (built once per process: the same
+    arguments give the same bytes, and each fuzz input starts from one)."""
     return Seed(name, tuple(_BUILDERS[name](base)))
 
 
@@ -283,3 +287,11 @@ def reference_or_none(entry: bytes, *, verify: bool = True) -> list[Row] | None:
         return reference_rows(entry, verify=verify)
     except CorruptSegmentError:
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def intact_rows(entry: bytes, verify: bool = True) -> tuple[Row, ...] | None:
+    """:func:`reference_or_none` of an entry of a seed log, decoded once per process (each
+    fuzz input holds some of the same few hundred seed entries)."""
+    rows = reference_or_none(entry, verify=verify)
+    return None if rows is None else tuple(rows)

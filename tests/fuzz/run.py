@@ -1,8 +1,10 @@
 """Drive the fuzzer: inputs go to a worker process that is killed when one overruns its time.
 
-Long run (reports inputs/minute, failures, peak memory)::
+Long run (reports inputs, inputs/minute, failures, peak memory)::
 
-    .venv/bin/python -m tests.fuzz.run --minutes 30 [--seed N] [--save DIR]
+    .venv/bin/python -m tests.fuzz.run --minutes 30 [--seed N] [--jobs N] [--save DIR]
+
+``--jobs N`` judges inputs on N worker processes at once (one per core).
 
 A failure prints the run seed and input number; ``--replay SEED:NUMBER`` judges that one input
 in this process (with a traceback) and ``--save`` writes the damaged log there.
@@ -35,6 +37,7 @@ class Report:
     max_rss_peak_kib: int = 0
     max_rss_growth_kib: int = 0
     slowest: float = 0.0
+    jobs: int = 1
 
     @property
     def per_minute(self) -> float:
@@ -42,7 +45,8 @@ class Report:
 
     def summary(self) -> str:
         lines = [
-            f"inputs: {self.inputs} in {self.seconds:.0f} s ({self.per_minute:.0f}/minute)",
+            f"inputs: {self.inputs} in {self.seconds:.0f} s ({self.per_minute:.0f}/minute, "
+            f"{self.jobs} worker processes)",
             f"failures: {len(self.failures)}",
             f"peak RSS: {self.max_rss_peak_kib / 1024:.0f} MiB; largest growth during one "
             f"input: {self.max_rss_growth_kib / 1024:.1f} MiB (bound "
@@ -69,32 +73,55 @@ class _Worker:
             stdout=subprocess.PIPE,
             text=True,
         )
-        self.selector = selectors.DefaultSelector()
         assert self.proc.stdout is not None
-        self.selector.register(self.proc.stdout, selectors.EVENT_READ)
-        ready = self._answer(120.0)  # imports and kernel loading
+        self.stdout = self.proc.stdout
+        self.number = 0  # the input it judges
+        self.started = 0.0  # when it was given that input
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.stdout, selectors.EVENT_READ)
+            ready = self.receive() if selector.select(120.0) else None  # imports, kernels
         if ready is None or not ready.get("ready"):
+            self.close()
             raise RuntimeError(f"fuzz worker did not start: {ready}")
 
-    def _answer(self, timeout: float) -> dict[str, object] | None:
-        if not self.selector.select(timeout):
-            return None
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
-
-    def ask(self, run_seed: int, number: int, timeout: float) -> dict[str, object] | None:
-        """The verdict, or None when the worker hung or died on this input."""
+    def send(self, run_seed: int, number: int) -> None:
         assert self.proc.stdin is not None
+        self.number, self.started = number, time.monotonic()
         self.proc.stdin.write(f"{run_seed} {number}\n")
         self.proc.stdin.flush()
-        return self._answer(timeout)
+
+    def receive(self) -> dict[str, object] | None:
+        """The answer waiting on its output (None: the worker died)."""
+        line = self.stdout.readline()
+        return json.loads(line) if line else None
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        self.selector.close()
+
+
+def _record(report: Report, run_seed: int, number: int, verdict: dict[str, object]) -> None:
+    report.targets[str(verdict["target"])] += 1
+    for op in verdict["ops"]:  # type: ignore[attr-defined]
+        report.ops[str(op).split(":")[0]] += 1
+    peak, base = int(verdict["rss_peak_kib"]), int(verdict["rss_base_kib"])  # type: ignore[call-overload]
+    report.max_rss_peak_kib = max(report.max_rss_peak_kib, peak)
+    report.max_rss_growth_kib = max(report.max_rss_growth_kib, peak - base)
+    report.slowest = max(report.slowest, float(verdict["seconds"]))  # type: ignore[arg-type]
+    problems = list(verdict["complaints"])  # type: ignore[call-overload]
+    if peak - base > RSS_GROWTH_BOUND_KIB:
+        problems.append(f"memory: RSS grew {(peak - base) // 1024} MiB")
+    if problems:
+        report.failures.append(
+            {
+                "seed": run_seed,
+                "number": number,
+                "ops": verdict["ops"],
+                "from": verdict["seed"],
+                "problems": problems,
+            }
+        )
 
 
 def fuzz(
@@ -105,56 +132,66 @@ def fuzz(
     start: int = 1,
     timeout: float = INPUT_SECONDS,
     progress: bool = False,
+    jobs: int = 1,
 ) -> Report:
     """Judge inputs ``start, start + 1, ...`` of run ``run_seed`` until ``count`` inputs or
-    ``minutes`` have passed."""
-    report = Report()
+    ``minutes`` have passed, on ``jobs`` worker processes (each input on one of them; a
+    worker that overruns ``timeout`` on an input, or dies, is replaced)."""
+    report = Report(jobs=jobs)
     began = time.monotonic()
     deadline = None if minutes is None else began + 60 * minutes
-    worker = _Worker()
     number = start
     last_note = began
-    try:
-        while (count is None or report.inputs < count) and (
-            deadline is None or time.monotonic() < deadline
-        ):
-            verdict = worker.ask(run_seed, number, timeout)
-            if verdict is None:
-                died = worker.proc.poll() is not None
-                report.failures.append(
-                    {"seed": run_seed, "number": number, "problem": "died" if died else "hang"}
-                )
-                worker.close()
-                worker = _Worker()
-            else:
-                report.targets[str(verdict["target"])] += 1
-                for op in verdict["ops"]:  # type: ignore[attr-defined]
-                    report.ops[str(op).split(":")[0]] += 1
-                peak, base = int(verdict["rss_peak_kib"]), int(verdict["rss_base_kib"])  # type: ignore[call-overload]
-                report.max_rss_peak_kib = max(report.max_rss_peak_kib, peak)
-                report.max_rss_growth_kib = max(report.max_rss_growth_kib, peak - base)
-                report.slowest = max(report.slowest, float(verdict["seconds"]))  # type: ignore[arg-type]
-                problems = list(verdict["complaints"])  # type: ignore[call-overload]
-                if peak - base > RSS_GROWTH_BOUND_KIB:
-                    problems.append(f"memory: RSS grew {(peak - base) // 1024} MiB")
-                if problems:
-                    report.failures.append(
-                        {
-                            "seed": run_seed,
-                            "number": number,
-                            "ops": verdict["ops"],
-                            "from": verdict["seed"],
-                            "problems": problems,
-                        }
-                    )
-            report.inputs += 1
+    selector = selectors.DefaultSelector()
+    busy: dict[int, _Worker] = {}  # by output file descriptor
+
+    def give(worker: _Worker) -> None:
+        nonlocal number
+        given = number - start
+        if (count is None or given < count) and (deadline is None or time.monotonic() < deadline):
+            worker.send(run_seed, number)
             number += 1
-            if progress and time.monotonic() - last_note > 60:
-                last_note = time.monotonic()
-                report.seconds = last_note - began
+            busy[worker.stdout.fileno()] = worker
+            selector.register(worker.stdout, selectors.EVENT_READ)
+        else:
+            worker.close()
+
+    def retire(worker: _Worker, problem: str | None) -> None:
+        del busy[worker.stdout.fileno()]
+        selector.unregister(worker.stdout)
+        if problem is not None:
+            report.failures.append({"seed": run_seed, "number": worker.number, "problem": problem})
+            report.inputs += 1
+            worker.close()
+
+    try:
+        for _ in range(max(1, jobs)):
+            give(_Worker())
+        while busy:
+            now = time.monotonic()
+            wait = min(w.started + timeout for w in busy.values()) - now
+            for key, _ in selector.select(max(wait, 0.0)):
+                worker = busy[key.fd]
+                verdict = worker.receive()
+                if verdict is None:
+                    retire(worker, "died")
+                    give(_Worker())
+                    continue
+                retire(worker, None)
+                _record(report, run_seed, worker.number, verdict)
+                report.inputs += 1
+                give(worker)
+            now = time.monotonic()
+            for worker in [w for w in busy.values() if now - w.started > timeout]:
+                retire(worker, "hang")
+                give(_Worker())
+            if progress and now - last_note > 60:
+                last_note = now
                 print(f"... {report.inputs} inputs, {len(report.failures)} failures", flush=True)
     finally:
-        worker.close()
+        for worker in busy.values():
+            worker.close()
+        selector.close()
         report.seconds = time.monotonic() - began
     return report
 
@@ -184,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=INPUT_SECONDS)
     parser.add_argument("--replay", help="SEED:NUMBER of one input to judge in this process")
     parser.add_argument("--save", type=Path, help="write replayed inputs here")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes in parallel")
     args = parser.parse_args(argv)
     if args.replay:
         seed, number = (int(x) for x in args.replay.split(":"))
@@ -199,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         start=args.start,
         timeout=args.timeout,
         progress=True,
+        jobs=args.jobs,
     )
     print(report.summary())
     return 1 if report.failures else 0
