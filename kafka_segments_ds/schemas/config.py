@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kafka_segments_ds.errors import InvalidOptionError, NoKafkaDataError, SchemaError
+from kafka_segments_ds.layout import parse_partition_dir_name, parse_segment_file_name
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.schemas import DEFAULT_SCHEMAS_TOPIC
 from kafka_segments_ds.schemas.registry import Registry, load_registry
@@ -124,8 +125,13 @@ def bind_registry(options: ReadOptions, path: str | os.PathLike[str] | list[str]
 
 
 def _find_log_dir(path: str, topic: str, options: ReadOptions) -> str:
+    """The log dir holding ``topic``: ``path`` itself, or the log dir above it when ``path`` is
+    a partition directory (one level up) or a segment file (two). Nothing above a log dir is
+    listed: its parent may be a whole disk or bucket."""
     candidates = [path.rstrip("/")]
-    for _ in range(2):
+    name = candidates[0].rsplit("/", 1)[-1]
+    above = 2 if parse_segment_file_name(name) else 1 if parse_partition_dir_name(name) else 0
+    for _ in range(above):
         parent = candidates[-1].rsplit("/", 1)[0]
         if parent and parent != candidates[-1]:
             candidates.append(parent)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -494,6 +495,22 @@ def test_registry_from_another_path(tmp_path: Path) -> None:
     )
     assert table.column("value").to_pylist() == [{"id": 9, "score": 0.5, "tags": [], "home": None}]
     with pytest.raises(SchemaError, match="no _schemas topic"):
+        read_table(tmp_path / "data", valueFormat="avro")
+
+
+def test_the_registry_is_looked_for_in_the_log_dir_only(tmp_path: Path) -> None:
+    """A partition directory or a segment finds ``_schemas`` in its log dir; a log dir is the
+    only place looked in: its parent (here holding a name that is not UTF-8) is never listed."""
+    _avro_archive(tmp_path / "archive")
+    with open(os.path.join(os.fsencode(tmp_path), b"not-utf8-\xff"), "wb"):
+        pass
+    partition = tmp_path / "archive" / "users-0"
+    segment = sorted(partition.glob("*.log"))[0]
+    expected = read_table(tmp_path / "archive", subscribe="users", valueFormat="avro")
+    for path in (partition, segment):
+        assert read_table(path, valueFormat="avro").column("value") == expected.column("value")
+    write_records(tmp_path / "data", "users", [(None, wire(11, b""))])
+    with pytest.raises(SchemaError, match=r"no _schemas topic .* in [^ ]*/data: set"):
         read_table(tmp_path / "data", valueFormat="avro")
 
 
