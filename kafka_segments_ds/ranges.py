@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import begin_after_end_message
-from kafka_segments_ds.tail import segment_tail, skip_dropped
+from kafka_segments_ds.tail import Damage, segment_tail, skip_dropped
 
 
 def check_offset_range(
@@ -40,10 +40,24 @@ def check_offset_range(
 
 
 def log_end_offset(filesystem: pafs.FileSystem, seg: SegmentRef) -> int | None:
-    """The offset after the last entry of ``seg`` the reader returns (its base offset when
+    """The offset after the last entry of ``seg`` the reader can return (its base offset when
     empty), by the reader's own rules (:mod:`~kafka_segments_ds.tail`): a checksum-valid entry
     whose offsets do not follow is dropped whole. ``None`` when that cannot be told without the
     reader's resynchronisation: other damage, or entries that do not end exactly at the end of
-    the file (a torn or damaged tail)."""
-    tail = segment_tail(filesystem, seg, on_damage=skip_dropped)
-    return tail.next_offset if tail.end_position == seg.size else None
+    the file (a torn or damaged tail).
+
+    The walk does not decode records, and the reader drops a checksum-valid entry whose
+    records do not decode: the entries after it whose offsets go back from it may then be
+    returned. So a checksum-valid entry passed over for its offsets still bounds the log end:
+    the end is the offset after the highest of them all (515151:39109: a batch 10..10 whose
+    records do not decode, then 3..16, made 11 the end although the reader returns 15)."""
+    passed = seg.base_offset
+
+    def skip(damage: Damage) -> int | None:
+        nonlocal passed
+        if damage.checksum_valid and damage.entry is not None:
+            passed = max(passed, damage.entry.last_offset + 1)
+        return skip_dropped(damage)
+
+    tail = segment_tail(filesystem, seg, on_damage=skip)
+    return max(tail.next_offset, passed) if tail.end_position == seg.size else None

@@ -182,10 +182,30 @@ class Resync:
             if not self._may_be_inner(candidate, damaged):
                 return True
             reached, batch, stop = self._chain_walk(candidate, self.file_end)
+            link = self._consistent_link(stop)
+            while not (reached or batch) and link is not None:  # a damaged entry skipped whole
+                reached, batch, broken = self._chain_walk(link, self.file_end)
+                link = self._consistent_link(broken)
             if reached or batch:
                 return True
             candidate = self.scan_for_entry(stop + 1, damaged, quiet=True)
         return False
+
+    def _consistent_link(self, position: int) -> int | None:
+        """Where the entry at ``position`` ends when its size field is plausible and leads
+        exactly to the end of the range or the file, or to a valid entry: a damaged entry
+        skipped whole (as :meth:`resume_after` skips it), where a chain of valid entries broken
+        at ``position`` goes on (515151:122538: intact wrappers after a truncated-looking bomb,
+        then a wrapper with an unknown magic byte ending exactly at the end of the file)."""
+        head = self.read(position, 17)
+        if not _plausible_size(head):
+            return None
+        end = position + 12 + be_int(head, 8, 12)
+        if end in (self.range_end, self.file_end) or (
+            end < self.file_end and self.entry_is_valid(end)
+        ):
+            return end
+        return None
 
     def _chain_reaches(self, position: int, target: int) -> bool:
         """Whether valid entries follow each other from ``position`` exactly to ``target``; at
@@ -390,6 +410,10 @@ class Resync:
         low = max(searched, candidate - PROOF_SCAN_BYTES)
         if candidate <= low:
             return None
+        if framed and low == searched:
+            boundary = self._consistent_end(searched, candidate)
+            if boundary is not None:
+                return boundary
         targets = self._chain_ends(candidate)
         ceilings = {
             t: (self.offset_field(t) if t + 8 <= self.file_end else 2**63) for t in targets.tolist()
@@ -434,6 +458,22 @@ class Resync:
                 return end
             at += count
         return None
+
+    def _consistent_end(self, position: int, candidate: int) -> int | None:
+        """Where the entry at the entry boundary ``position`` ends, when its size field is
+        plausible, leads past ``candidate`` and is consistent as :meth:`resume_after` judges
+        it (to a valid entry or exactly to the end), and no legacy checksum proves that the
+        entry ends by ``candidate``. The chain from ``candidate`` need not reach that end: a
+        wrapper's payload holds more than its inner messages (515151:44564: a gzip wrapper
+        with an unknown magic byte, whose last inner message ends 4 bytes before it does)."""
+        end = self._consistent_link(position)
+        if end is None or end <= candidate:
+            return None
+        if self.magic(position) < 2:
+            checked = self._checked_legacy_end(position)
+            if checked is not None and checked <= candidate:
+                return None
+        return end
 
     def _chain_ends(self, position: int) -> np.ndarray:
         """Where the first CHAIN_TARGETS valid entries chained from ``position`` end, and the

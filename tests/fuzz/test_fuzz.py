@@ -106,6 +106,11 @@ def test_shape_campaign_failures_stay_fixed(case: str, tmp_path: Path) -> None:
 # records do not decode was pruned undecoded and moved the order check on (99:774, 99:7815).
 # A 20-minute run then found a search rejecting an intact wrapper as "enclosed" by size and
 # offset fields of a damaged batch's header (424242:19849, 424242:99648).
+# Then: a search passing a valid entry met, at its end, a bad-magic wrapper whose size field
+# leads to an intact entry but past the chain of its verbatim inner messages, and took them
+# (515151:44564, :48828, :88992); intact entries after an entry running past the end of the
+# file were not proof of damage when a consistent damaged entry ended the file (515151:122538,
+# 424242:102607); a batch whose records do not decode moved the log end back (515151:39109).
 LATER_CAMPAIGN_FAILURES = [
     "2307:22073",
     "777001:944",
@@ -114,6 +119,12 @@ LATER_CAMPAIGN_FAILURES = [
     "99:7815",
     "424242:19849",
     "424242:99648",
+    "515151:44564",
+    "515151:48828",
+    "515151:88992",
+    "515151:122538",
+    "515151:39109",
+    "424242:102607",
 ]
 
 

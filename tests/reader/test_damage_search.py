@@ -11,10 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 import pytest
 
 import kafka_segments_ds
+from kafka_segments_ds import InvalidOptionError
 from kafka_segments_ds import index as kidx
+from kafka_segments_ds.layout import discover
+from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.records.batches import scan_entries
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
@@ -124,3 +128,66 @@ def test_a_deep_read_from_an_offset_drops_an_undecodable_batch_before_it(tmp_pat
     path = fuzz_log(tmp_path, 99, 774)
     assert offsets(path) == [0, 1, 2, 3]
     assert offsets(path, startingOffsets='{"t":{"0":3}}') == [3]
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ((515151, 44564), [0, 1, 2, 3, 4]),
+        ((515151, 48828), [0, 1, 8, 9, 10]),
+        ((515151, 88992), [0, 1, 2, 3, 4, 8, 9]),
+    ],
+    ids=["44564", "48828", "88992"],
+)
+def test_search_skips_a_bad_magic_wrapper_at_a_passed_entrys_end(
+    tmp_path: Path, case: tuple[int, int], expected: list[int]
+) -> None:
+    """515151:44564 -- after the damaged batch at 138 the search passes the valid batch at 240
+    (offset 2, not above 2), which ends at 6457, where a gzip wrapper with magic byte 109 and a
+    size field leading exactly to the intact batch at 26600 (offsets 3, 4) starts. Its inner
+    messages, stored verbatim, chain only to 26596 (the payload's last 4 bytes are no message),
+    so the wrapper was not seen as enclosing them: two phantom rows were returned and the batch
+    at 26600 dropped. :48828 and :88992 are the same shape (collide + badmagic)."""
+    path = fuzz_log(tmp_path, *case)
+    assert offsets(path) == expected
+    assert offsets(path, verifyChecksums=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("case", "expected", "unverified"),
+    [
+        ((515151, 122538), [*range(5), *range(7, 13), *range(18, 23)], None),
+        ((424242, 102607), [*range(10), *range(10005, 10011)], [10011, 10012]),
+    ],
+    ids=["122538", "102607"],
+)
+def test_a_consistent_entry_ending_the_file_carries_the_proof_of_damage(
+    tmp_path: Path, case: tuple[int, int], expected: list[int], unverified: list[int] | None
+) -> None:
+    """515151:122538 -- a compressed wrapper (a bomb) at 454 whose size field runs past the end
+    of the file, then intact wrappers at 5040 and 5190 (offsets 18..22) that may be its inner
+    messages, then a wrapper with magic byte 100 whose size field leads exactly to the end of
+    the file. The chain of valid entries from 5040 stopped at that wrapper, so the bomb was
+    taken for a truncated tail and 18..22 lost; a consistent entry is skipped whole and the
+    chain goes on to the end. 424242:102607: the same with a legacy message whose CRC is
+    damaged as the entry ending the file (read without checksums it is returned)."""
+    path = fuzz_log(tmp_path, *case)
+    assert offsets(path) == expected
+    assert offsets(path, verifyChecksums=False) == expected + (unverified or [])
+
+
+def test_log_end_counts_entries_after_an_undecodable_batch(tmp_path: Path) -> None:
+    """515151:39109 -- the checksum-valid batch at 129 (offset 10) holds records that do not
+    decode, so the reader drops it and returns the batches after it, 3..4 up to 10..16 (rows
+    up to 15). The tail walk counted the batch at 129 and passed over the rest as going back:
+    the log end was 11 and a read from offset 15 was refused as past the end of the log."""
+    path = fuzz_log(tmp_path, 515151, 39109)
+    rows = [0, 1, 2, 3, 4, 6, 7, 10, 12, 15]
+    assert offsets(path) == rows
+    filesystem = pafs.LocalFileSystem()
+    (part,) = discover(str(tmp_path), filesystem)
+    assert log_end_offset(filesystem, part.segments[-1]) == 17
+    assert offsets(path, startingOffsets='{"t":{"0":15}}') == [15]
+    assert offsets(path, startingOffsets='{"t":{"0":17}}') == []
+    with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 17"):
+        offsets(path, startingOffsets='{"t":{"0":18}}')
