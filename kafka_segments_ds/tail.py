@@ -55,11 +55,6 @@ class SegmentTail:
     size: int
     end_position: int  # after the last entry counted or passed over as damage
     next_offset: int  # the offset after the last counted entry (the base offset: none)
-    # the offset after the highest checksum-valid entry passed over (0: none). The walk does
-    # not decode records, and the reader drops a checksum-valid entry whose records do not
-    # decode: entries after it that the walk passed over for going back from it may then be
-    # returned, so the log's end is at least this (515151:39109)
-    passed_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +135,10 @@ def walk_tail(
     next_base: int | None = None,
     on_damage: OnDamage = stop,
     check_limit: int | None = None,
-    passed_end: int = 0,
 ) -> SegmentTail:
     """Walk the entries from ``position`` (an entry boundary; the entries before it end with
     offset ``next_offset - 1``) to the end of a file of ``size`` bytes, by the reader's rules
-    (module docstring). Entries longer than ``check_limit`` count on their framing alone.
-    ``passed_end``: :attr:`SegmentTail.passed_end` of the walk this one continues."""
+    (module docstring). Entries longer than ``check_limit`` count on their framing alone."""
     read = _bounded(read, size)
     end = position
     rereads = 0
@@ -168,21 +161,19 @@ def walk_tail(
                 break
         if damage is None:
             if framed >= size:
-                return SegmentTail(size, max(end, framed), next_offset, passed_end)
+                return SegmentTail(size, max(end, framed), next_offset)
             damage = _framing_damage(read, framed, next_offset)
         resume = on_damage(damage)
         if resume is None:
-            return SegmentTail(size, end, next_offset, passed_end)
+            return SegmentTail(size, end, next_offset)
         if resume <= damage.position:  # read it again: it changed since it was read
             rereads += 1
             if rereads > MAX_REREADS:
-                return SegmentTail(size, end, next_offset, passed_end)
+                return SegmentTail(size, end, next_offset)
         else:
             end = min(resume, size)
-            if damage.checksum_valid and damage.entry is not None:
-                passed_end = max(passed_end, damage.entry.last_offset + 1)
         position = resume
-    return SegmentTail(size, end, next_offset, passed_end)
+    return SegmentTail(size, end, next_offset)
 
 
 def _judge(

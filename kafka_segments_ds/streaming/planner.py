@@ -79,10 +79,8 @@ def scan_tail(
             after = as_array(read(known.end_position, ENTRY_HEAD_BYTES))
             if decode_entry_head(after, known.end_position) is None:
                 return known
-        passed_end = 0
         if known is not None and known.size <= seg.size:
             position, next_offset = known.end_position, known.next_offset
-            passed_end = known.passed_end
         else:
             position = tail_start(filesystem, seg, read, VERIFY_ENTRY_BYTES)
             next_offset = seg.base_offset
@@ -93,7 +91,6 @@ def scan_tail(
             next_offset,
             on_damage=_StreamDamage(filesystem, seg, read, options or ReadOptions()),
             check_limit=VERIFY_ENTRY_BYTES,
-            passed_end=passed_end,
         )
 
 
@@ -232,8 +229,7 @@ class StreamPlanner:
             known = SegmentTail(last.size, last.size, last.last_offset + 1)
         tail = scan_tail(self.filesystem, last, known, self.options)
         self._tails[key] = (last.path, tail)
-        # the reader may return entries the walk passed over (SegmentTail.passed_end)
-        latest = max(tail.next_offset, tail.passed_end)
+        latest = tail.next_offset
         if self.options.read_committed:
             latest = min(latest, self._first_open_transaction(part, latest))
         return latest

@@ -18,11 +18,8 @@ import kafka_segments_ds
 from kafka_segments_ds import InvalidOptionError
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import discover
-from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.ranges import log_end_offset
-from kafka_segments_ds.reader import read_tasks
 from kafka_segments_ds.records.batches import scan_entries
-from kafka_segments_ds.streaming.planner import StreamPlanner
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
 
@@ -194,15 +191,3 @@ def test_log_end_counts_entries_after_an_undecodable_batch(tmp_path: Path) -> No
     assert offsets(path, startingOffsets='{"t":{"0":17}}') == []
     with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 17"):
         offsets(path, startingOffsets='{"t":{"0":18}}')
-    # a stream's latest offset is the same log end: its micro-batches return the same rows
-    dropping, limits = parse_stream_options({"mode": "DROPMALFORMED"})
-    planner = StreamPlanner([str(tmp_path)], dropping, limits)
-    tp = ("t", 0)
-    assert planner.next_offsets({tp: 0}) == {tp: 17}
-    streamed = [
-        o
-        for tasks in planner.plan({tp: 0}, {tp: 17}, 1)
-        for b in read_tasks(tasks, dropping, ("offset",))
-        for o in b.column(0).to_pylist()
-    ]
-    assert streamed == rows
