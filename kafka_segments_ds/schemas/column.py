@@ -8,6 +8,7 @@ as the reader schema: Avro by the spec's resolution rules, Protobuf and JSON by 
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Callable
 from io import BytesIO
@@ -137,8 +138,8 @@ class ColumnDecoder:
         schema_id: int | None = None
         decode: Callable[[bytes, int], Any] | None = None
         read = avro.schemaless_reader() if self.format == "avro" else None
-        stream = BytesIO(data)  # shares ``data``'s memory: no copy
-        seek, tell = stream.seek, stream.tell
+        group = _Streams(data, ends)
+        stream, low, high = group.stream, 0, -1
         writer: Any = None
         resolve: Any = None
         for i, start in enumerate(starts):
@@ -166,11 +167,13 @@ class ColumnDecoder:
                 head = data[start : start + size]
             try:
                 if read is not None:
-                    seek(start + size)
+                    if not (low <= start and end <= high):
+                        stream, low, high = group.at(start, end)
+                    stream.seek(start - low + size)
                     value = read(stream, writer, resolve)
-                    if tell() != end:  # short of the value's end, or read past it
-                        payload = end - start - size
-                        raise ValueError(avro.left_over(tell() - start - size, payload))
+                    at = stream.tell() + low
+                    if at != end:  # short of the value's end, or read past it
+                        raise ValueError(avro.left_over(at - start - size, end - start - size))
                 else:
                     assert decode is not None  # set with head
                     value = decode(data[start:end], size)
@@ -184,6 +187,27 @@ class ColumnDecoder:
                 continue
             append(value)
         return values, bad
+
+
+class _Streams:
+    """Streams over the values of a column, each over the rows of about ``GROUP_BYTES`` (at
+    least one row) plus one guard byte: a length inside a value that reads past the value's
+    end reads past it by at least one byte, even for the last value, so the end check sees it;
+    and a huge or negative length copies at most one group, not the rest of the column."""
+
+    GROUP_BYTES = 1 << 20
+
+    def __init__(self, data: bytes, ends: list[int]) -> None:
+        self.data, self.ends = data, ends
+        self.stream = BytesIO(b"")
+
+    def at(self, start: int, end: int) -> tuple[BytesIO, int, int]:
+        """The stream holding the value at [start, end): the stream, and the column's bytes
+        [low, high) it holds."""
+        last = bisect.bisect_right(self.ends, start + self.GROUP_BYTES) - 1
+        low, high = start, max(end, self.ends[last] if last >= 0 else end)
+        self.stream = BytesIO(self.data[low:high] + b"\0")
+        return self.stream, low, high
 
 
 def _column_bytes(raw: pa.Array) -> tuple[bytes, list[int], list[int], list[bool] | None]:

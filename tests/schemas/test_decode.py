@@ -205,6 +205,21 @@ def test_bad_framing_and_unknown_ids(tmp_path: Path) -> None:
             )
 
 
+@pytest.mark.parametrize("bad_tail", [b"", b"\x7e", b"\x09"])  # cut, length 63, length -5
+def test_a_string_read_past_the_last_value_is_malformed(tmp_path: Path, bad_tail: bytes) -> None:
+    """fastavro reads a string's bytes without checking how many it got: a length running past
+    the end of the column's last value (or a negative one, read to the end) must not pass as a
+    shorter value."""
+    write_records(tmp_path, "_schemas", [schema_record("t-value", 1, 1, AVRO_V1)])
+    good = wire(1, _avro(AVRO_V1, {"id": 7, "name": "xyz"}))
+    cut = good[:-4] + bad_tail if bad_tail else good[:-1]
+    write_records(tmp_path, "t", [(None, good), (None, cut)])
+    table = read_table(tmp_path, subscribe="t", valueFormat="avro", mode="DROPMALFORMED")
+    assert table.column("value").to_pylist() == [{"id": 7, "name": "xyz"}, None]
+    with pytest.raises(UndecodableValueError, match=r"t-0 offset 1 \(schema id 1\)"):
+        read_table(tmp_path, subscribe="t", valueFormat="avro")
+
+
 def test_options_are_checked(tmp_path: Path) -> None:
     _avro_archive(tmp_path)
     with pytest.raises(InvalidOptionError, match="valueformat must be one of raw, avro"):
