@@ -5,15 +5,17 @@ the log dir as it was."""
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from kafka_segments_ds import read_table, write_table
-from kafka_segments_ds.cli import main
+from kafka_segments_ds.cli import main, restore
 
 TOPIC_ID = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
 OTHER_ID = base64.urlsafe_b64encode(bytes(range(2, 18))).decode().rstrip("=")
@@ -153,3 +155,135 @@ def test_refused_while_a_broker_holds_the_log_dir(
     finally:
         holder.communicate("")
     assert main(["restore", str(archive), str(log_dir), "--option", "subscribe=b"]) == 0
+
+
+class Crash(BaseException):
+    """The process dying: no handler of the restore runs (it is not an Exception)."""
+
+
+RESTORE_C = ["--option", "subscribe=a", "--topic", "c", "--write-option", "segmentBytes=200"]
+
+
+def tree(log_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(log_dir)): p.read_bytes() for p in log_dir.rglob("*") if p.is_file()}
+
+
+def new_broker(log_dir: Path) -> Path:
+    for p in range(2):
+        broker_partition(log_dir, f"c-{p}")
+    return log_dir
+
+
+def crash_at_move(monkeypatch: pytest.MonkeyPatch, move: int) -> None:
+    """Crash the process at its ``move``-th rename (0: the first)."""
+    done = [0]
+    real = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if done[0] == move:
+            raise Crash(f"crash at move {move}: {src} -> {dst}")
+        done[0] += 1
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def check_interrupted(log_dir: Path, whole: dict[str, bytes]) -> None:
+    """What a crash leaves: every segment file is the finished restore's, byte for byte, or
+    the broker's own; ours are the last segments (never the first ones without the last); the
+    staging directory is there for the re-run."""
+    assert (log_dir / ".kafka-segments-restore").is_dir()
+    empty = f"{0:020d}"
+    for p in range(2):
+        part = log_dir / f"c-{p}"
+        theirs = {f"{empty}.log": b"", f"{empty}.index": bytes(12), f"{empty}.timeindex": bytes(12)}
+        for file in part.iterdir() if part.exists() else ():
+            name = f"c-{p}/{file.name}"
+            if file.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                assert file.read_bytes() in (whole.get(name), theirs.get(file.name)), name
+        ours = sorted(n for n in whole if n.startswith(f"c-{p}/") and n.endswith(".log"))
+        placed = [n for n in ours if (log_dir / n).exists() and (log_dir / n).read_bytes()]
+        assert placed == ours[len(ours) - len(placed) :], (placed, ours)
+        if placed and f"c-{p}/{empty}.log" not in whole:
+            assert not (part / f"{empty}.log").exists()
+
+
+def test_a_restore_interrupted_at_any_move_is_finished_by_running_it_again(
+    archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["restore", str(archive)]
+    reference = new_broker(tmp_path / "reference")
+    assert main([*argv, str(reference), *RESTORE_C]) == 0
+    whole = tree(reference)
+    assert len([n for n in whole if n.startswith("c-0/") and n.endswith(".log")]) >= 3
+    want = read_table(archive, COLUMNS, subscribe="a", includeMetadata=True)
+    move = 0
+    while True:
+        log_dir = new_broker(tmp_path / f"broker-{move}")
+        with monkeypatch.context() as patched:
+            crash_at_move(patched, move)
+            try:
+                main([*argv, str(log_dir), *RESTORE_C])
+            except Crash:
+                crashed = True
+            else:
+                crashed = False
+        if crashed:
+            check_interrupted(log_dir, whole)
+            assert main([*argv, str(log_dir), *RESTORE_C]) == 0
+        assert tree(log_dir) == whole, move
+        assert read_table(log_dir, COLUMNS, includeMetadata=True).equals(want)
+        if not crashed:
+            break
+        move += 1
+    assert move > 12  # every move of both partitions and the marker's
+
+
+def test_a_restore_interrupted_while_copying_is_redone(
+    archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = new_broker(tmp_path / "reference")
+    argv = ["restore", str(archive)]
+    assert main([*argv, str(reference), *RESTORE_C]) == 0
+    log_dir = new_broker(tmp_path / "broker")
+    before = tree(log_dir)
+    real = restore.copy
+
+    def copy_then_crash(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise Crash("crash after the copy")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(restore, "copy", copy_then_crash)
+        with pytest.raises(Crash):
+            main([*argv, str(log_dir), *RESTORE_C])
+    staged = {n: b for n, b in tree(log_dir).items() if n.startswith(".kafka-segments-restore/")}
+    assert {n: b for n, b in tree(log_dir).items() if n not in staged} == before
+    assert any(n.endswith(".log") for n in staged)
+    assert main([*argv, str(log_dir), *RESTORE_C]) == 0
+    assert tree(log_dir) == tree(reference)
+
+
+def test_another_restore_is_refused_while_one_is_unfinished(
+    archive: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    reference = new_broker(tmp_path / "reference")
+    argv = ["restore", str(archive)]
+    assert main([*argv, str(reference), *RESTORE_C]) == 0
+    log_dir = new_broker(tmp_path / "broker")
+    with monkeypatch.context() as patched:
+        crash_at_move(patched, 5)
+        with pytest.raises(Crash):
+            main([*argv, str(log_dir), *RESTORE_C])
+    capsys.readouterr()
+    other = [*argv, str(log_dir), *RESTORE_C[:-1], "segmentBytes=400"]
+    err = refused(other, capsys, log_dir)
+    assert f"{log_dir / '.kafka-segments-restore'}: holds an unfinished restore of {archive}" in err
+    assert main([*argv, str(log_dir), *RESTORE_C]) == 0
+    assert tree(log_dir) == tree(reference)
+    # finished: the same restore again is refused as any restore into partitions with records
+    err = refused([*argv, str(log_dir), *RESTORE_C], capsys, log_dir)
+    assert "holds" in err and "bytes of records; restore writes only into partitions" in err
