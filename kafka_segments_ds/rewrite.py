@@ -23,6 +23,7 @@ every ``read_committed`` consumer before them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -135,18 +136,26 @@ def compact(
     *,
     options: Mapping[str, Any] | None = None,
     write_options: Mapping[str, Any] | None = None,
+    exact: bool = False,
 ) -> list[PartitionSummary]:
     """Write ``src`` into the new log dir ``dst`` keeping only the last record of each key per
     partition, as Kafka's log cleaner does: a later record of a key removes the earlier ones,
     tombstones (null values) are kept as the last record of their key, and records without a
     key are removed (the cleaner counts them invalid). Unlike the cleaner, the whole log is
-    compacted, its last segment too, and tombstones are never dropped for their age. A first
-    pass reads each partition's keys and offsets (memory: one partition's keys, where the
-    cleaner keeps a fixed-size map of key hashes and takes several passes).
+    compacted, its last segment too, and tombstones are never dropped for their age.
+
+    A first pass reads each partition's keys and offsets into a map from a keyed 16-byte BLAKE2b
+    digest of the key to its last offset, as the cleaner keeps an offset map of key hashes:
+    memory is 24 bytes per distinct key of one partition (plus 8 per kept record in the second
+    pass, and the digests of up to about a million records waiting to be merged in), not the
+    keys themselves. Two keys share a digest with a probability of about n**2 / 2**129 for n
+    keys (the digest is keyed with a random secret, so keys cannot be chosen to collide); then
+    the earlier key's last record would be removed too. ``exact=True`` groups the keys
+    themselves instead: no collision, every distinct key of a partition in memory.
     ``options`` and ``write_options`` as for :func:`erase`."""
 
     def shadowed(topic: str, partition: int) -> Callable[[pa.Table, str], np.ndarray]:
-        keep = _last_offsets(src, topic, partition, dict(options or {}))
+        keep = _last_offsets(src, topic, partition, dict(options or {}), exact)
 
         def remove(table: pa.Table, where: str) -> np.ndarray:
             offsets = table.column("offset").to_numpy(zero_copy_only=False)
@@ -320,20 +329,78 @@ class _Summary:
 
 
 def _last_offsets(
-    src: str | os.PathLike[str], topic: str, partition: int, options: dict[str, Any]
+    src: str | os.PathLike[str],
+    topic: str,
+    partition: int,
+    options: dict[str, Any],
+    exact: bool = False,
 ) -> np.ndarray:
     """Sorted offsets of the last committed record of each key of one partition (keys only;
-    records without a key have none)."""
+    records without a key have none). A key is known by its keyed 16-byte BLAKE2b digest (a
+    :class:`_KeyMap`); ``exact`` groups the keys themselves (every distinct key in memory)."""
     plain = {k: v for k, v in _read_options(options).items() if k.lower() not in SELECTION}
-    batches = list(
-        iter_batches(src, ["key", "offset"], **plain, assign=json.dumps({topic: [partition]}))
-    )
-    if not batches:
-        return np.zeros(0, np.int64)
-    table = pa.Table.from_batches(batches)
-    table = table.filter(pc.is_valid(table.column("key")))
-    last = table.group_by("key", use_threads=False).aggregate([("offset", "max")])
-    return np.sort(last.column("offset_max").to_numpy(zero_copy_only=False))
+    batches = iter_batches(src, ["key", "offset"], **plain, assign=json.dumps({topic: [partition]}))
+    if exact:
+        table = pa.Table.from_batches(list(batches), _KEYS_AND_OFFSETS)
+        table = table.filter(pc.is_valid(table.column("key")))
+        last = table.group_by("key", use_threads=False).aggregate([("offset", "max")])
+        return np.sort(last.column("offset_max").to_numpy(zero_copy_only=False))
+    last_of = _KeyMap()
+    for arrow_batch in batches:
+        last_of.add(arrow_batch.column(0), arrow_batch.column(1))
+    return last_of.offsets()
+
+
+_KEYS_AND_OFFSETS = pa.schema([("key", pa.binary()), ("offset", pa.int64())])
+
+
+class _KeyMap:
+    """Key digest -> the offset of the key's last record, as Kafka's cleaner keeps its offset map
+    of key hashes: 24 bytes per distinct key (a 16-byte BLAKE2b digest, keyed with a random
+    secret so keys cannot be chosen to collide, and an 8-byte offset) in sorted numpy arrays,
+    plus up to MERGE_EVERY records' digests before they are merged in. The highest offset of a
+    key wins, whatever order the records come in."""
+
+    MERGE_EVERY = 1 << 20  # records
+
+    def __init__(self) -> None:
+        self.secret = os.urandom(16)
+        self.digests = np.zeros((0, 2), ">u8")  # sorted, one row per distinct key
+        self.last = np.zeros(0, np.int64)
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.pending_rows = 0
+
+    def add(self, keys: pa.Array, offsets: pa.Array) -> None:
+        valid = np.flatnonzero(keys.is_valid().to_numpy(zero_copy_only=False))
+        if not len(valid):
+            return
+        secret = self.secret
+        chosen = keys.take(pa.array(valid))
+        joined = b"".join(
+            hashlib.blake2b(key, digest_size=16, key=secret).digest() for key in chosen.to_pylist()
+        )
+        digests = np.frombuffer(joined, ">u8").reshape(-1, 2)
+        self.pending.append((digests, offsets.to_numpy(zero_copy_only=False)[valid]))
+        self.pending_rows += len(valid)
+        if self.pending_rows >= self.MERGE_EVERY:
+            self._merge()
+
+    def offsets(self) -> np.ndarray:
+        self._merge()
+        return np.sort(self.last)
+
+    def _merge(self) -> None:
+        if not self.pending:
+            return
+        digests = np.concatenate([self.digests, *(d for d, _ in self.pending)])
+        last = np.concatenate([self.last, *(o for _, o in self.pending)]).astype(np.int64)
+        self.pending, self.pending_rows = [], 0
+        order = np.lexsort((last, digests[:, 1], digests[:, 0]))  # by digest, then offset
+        digests, last = digests[order], last[order]
+        # the last row of each run of one digest: its highest offset
+        ends = np.ones(len(last), bool)
+        ends[:-1] = np.any(digests[1:] != digests[:-1], axis=1)
+        self.digests, self.last = digests[ends], last[ends]
 
 
 def _predicate_mask(predicate: Predicate, table: pa.Table, where: str) -> np.ndarray:

@@ -60,13 +60,20 @@ class Command:
                 metavar="FILE",
                 help="erase the keys in FILE, one a line (UTF-8, line ends removed)",
             )
+        else:
+            parser.add_argument(
+                "--exact",
+                action="store_true",
+                help="group the keys themselves, not their 16-byte digests (no digest "
+                "collision; every distinct key of a partition in memory)",
+            )
 
     def run(self, args: argparse.Namespace) -> int:
         common = {"options": args.option, "write_options": dict(args.write_option)}
         if self.NAME == "erase":
             summaries = rewrite.erase(args.src, args.dst, keys=_keys(args), **common)
         else:
-            summaries = rewrite.compact(args.src, args.dst, **common)
+            summaries = rewrite.compact(args.src, args.dst, exact=args.exact, **common)
         write_lines([_line(s, self.NAME) for s in summaries] or ["nothing rewritten"], sys.stdout)
         return 0
 

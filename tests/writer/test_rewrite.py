@@ -203,3 +203,52 @@ def test_copy_under_a_new_topic_name(source: Path, tmp_path: Path) -> None:
     got = committed(tmp_path / "out")
     assert set(got["topic"].to_pylist()) == {"u"}
     assert got.select(COMPARED).equals(committed(source).select(COMPARED))
+
+
+def test_compact_many_keys_by_their_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 000 records of 3 000 keys (the empty key and null keys among them) in two partitions:
+    the digest map, merged every 1 000 records, keeps exactly each key's last record, as the
+    exact mode (the keys grouped themselves) does."""
+    monkeypatch.setattr(rewrite._KeyMap, "MERGE_EVERY", 1000)
+    rng = np.random.default_rng(21)
+    count = 20_000
+    picks = rng.integers(0, 3000, count)
+    keys = [None if p % 97 == 5 else b"k" * int(p % 3) + b"%d" % p for p in picks]
+    keys[7] = b""
+    parts = (picks % 2).astype(np.int32)
+    source = tmp_path / "src"
+    write_table(
+        pa.table(
+            {
+                "key": pa.array(keys, pa.binary()),
+                "value": pa.array([b"v%d" % i for i in range(count)], pa.binary()),
+                "partition": pa.array(parts),
+            }
+        ),
+        source,
+        topic="m",
+        numPartitions=2,
+        batchRecords=100,
+    )
+    last: dict[tuple[int, bytes], int] = {}
+    seen = dict.fromkeys(range(2), 0)
+    for key, part in zip(keys, parts.tolist(), strict=True):
+        if key is not None:
+            last[part, key] = seen[part]
+        seen[part] += 1
+    want = sorted((p, o) for (p, _), o in last.items())
+    columns = ["partition", "offset", "key", "value"]
+    summaries = rewrite.compact(source, tmp_path / "digests")
+    got = read_table(tmp_path / "digests", columns)
+    pairs = zip(got["partition"].to_pylist(), got["offset"].to_pylist(), strict=True)
+    assert list(pairs) == want
+    assert len(want) > 2900 and b"" in got["key"].to_pylist()
+    every = read_table(source, columns)
+    assert got.equals(every.filter(pc.is_in(every["value"], got["value"])))
+    nulls = sum(k is None for k in keys)
+    assert sum(s.removed for s in summaries) == count - len(want)
+    assert sum(s.null_keys for s in summaries) == nulls
+    rewrite.compact(source, tmp_path / "exact", exact=True)
+    assert read_table(tmp_path / "exact", columns).equals(got)
