@@ -12,7 +12,6 @@ uuid -> string. A recursive record has no Arrow type and is refused.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from typing import Any
@@ -193,20 +192,3 @@ def schemaless_reader() -> Any:
 def left_over(read: int, size: int) -> str:
     """The message for a value that its schema reads without reaching the end."""
     return f"{size - read} bytes left after the Avro value (read {read} of {size})"
-
-
-def make_decoder(writer: Any, reader: Any) -> Callable[[bytes, int], Any]:
-    """A function decoding the payload at ``start`` of a value written with ``writer`` into
-    ``reader``'s shape."""
-    read = schemaless_reader()
-    resolve = None if writer == reader else reader
-
-    def decode(data: bytes, start: int) -> Any:
-        payload = data[start:]  # a copy costs less than seeking a stream over the value
-        stream = io.BytesIO(payload)
-        value = read(stream, writer, resolve)
-        if stream.tell() != len(payload):
-            raise ValueError(left_over(stream.tell(), len(payload)))
-        return value
-
-    return decode

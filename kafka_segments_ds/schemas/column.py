@@ -45,8 +45,9 @@ class ColumnDecoder:
         self.message = decode.message_of(column)
         self.arrow_type = self._arrow_type()
         self.convert = self._converter()
-        self._writers: dict[int, Callable[[bytes, int], Any]] = {}
-        self._avro: dict[int, tuple[Any, Any]] = {}  # id -> (writer schema, reader or None)
+        # id -> Avro: (writer schema, reader schema or None), what the decode loop reads with;
+        # Protobuf and JSON: the payload decoder
+        self._writers: dict[int, tuple[Any, Any] | Callable[[bytes, int], Any]] = {}
         self._reloaded = False
 
     def _parsed(self, schema: SchemaVersion) -> Any:
@@ -81,8 +82,10 @@ class ColumnDecoder:
             return jsonschema.converter(self.reader_parsed)
         return None
 
-    def writer(self, schema_id: int) -> Callable[[bytes, int], Any]:
-        """The payload decoder of ``schema_id`` (raises ValueError when unknown or unusable)."""
+    def writer(self, schema_id: int) -> tuple[Any, Any] | Callable[[bytes, int], Any]:
+        """How to decode the payload of ``schema_id``: for Avro the pair (writer schema, reader
+        schema or None when they are equal) to read it with, else a payload decoder (raises
+        ValueError when unknown or unusable)."""
         found = self._writers.get(schema_id)
         if found is not None:
             return found
@@ -108,11 +111,7 @@ class ColumnDecoder:
         except SchemaError as err:
             raise ValueError(str(err)) from err
         if self.format == "avro":
-            found = avro.make_decoder(parsed, self.reader_parsed)
-            self._avro[schema_id] = (
-                parsed,
-                None if parsed == self.reader_parsed else self.reader_parsed,
-            )
+            found = (parsed, None if parsed == self.reader_parsed else self.reader_parsed)
         elif self.format == "protobuf":
             found = protobuf.make_decoder(parsed, f"schema id {schema_id}")
         else:
@@ -155,15 +154,17 @@ class ColumnDecoder:
                     continue
                 schema_id = WIRE_HEADER.unpack_from(data, start)[1]
                 try:
-                    decode = self.writer(schema_id)
+                    found = self.writer(schema_id)
                 except MissingCodecError:
                     raise
                 except Exception as err:  # an unknown id, a schema that does not parse
                     bad.append((i, schema_id, f"does not decode: {type(err).__name__}: {err}"))
                     append(None)
                     continue
-                if read is not None:
-                    writer, resolve = self._avro[schema_id]
+                if isinstance(found, tuple):
+                    writer, resolve = found
+                else:
+                    decode = found
                 head = data[start : start + size]
             try:
                 if read is not None:
