@@ -31,6 +31,7 @@ from kafka_segments_ds.cli.common import (
     write_chunks,
     write_lines,
 )
+from kafka_segments_ds.cli.dump_batches import BATCH_FIELDS, with_batch_fields
 from kafka_segments_ds.cli.dump_files import FILE_SUFFIXES, dump_file
 from kafka_segments_ds.cli.jsonl import jsonl_bytes
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError
@@ -197,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
                     with filesystem.open_input_file(segment.path) as stream:
                         head = stream.read(args.max_bytes)
                     cut = scan_entries(head).valid_bytes  # entries wholly within the bytes
-                    write_chunks(dump_chunks(args, shown, budget, [], notes, cut), sys.stdout)
+                    chunks = dump_chunks(args, shown, budget, [], notes, cut, [(filesystem, part)])
+                    write_chunks(chunks, sys.stdout)
         else:
             write_chunks(dump_chunks(args, logs, budget, found, notes), sys.stdout)
     for column, count in notes.items():
@@ -300,11 +302,14 @@ def _columns(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     helpers = []
     if args.gaps and args.shallow:
         helpers.append("batchBaseOffset")
+    if args.shallow:  # where each batch's header is, for size, crc, count and lastSequence
+        helpers += ["segment", "position"]
     if args.decoder != "none":
         helpers += ["segment", "position"]  # where a record that fails to decode lives
     if args.max_bytes is not None:
         helpers += ["position"]
-    return shown, shown + [c for c in dict.fromkeys(helpers) if c not in shown]
+    read = shown + [c for c in dict.fromkeys(helpers) if c not in shown]
+    return shown + list(BATCH_FIELDS) if args.shallow else shown, read
 
 
 def dump_chunks(
@@ -314,11 +319,18 @@ def dump_chunks(
     found: list[tuple[Any, PartitionLog]],
     notes: dict[str, int] | None = None,
     end_position: int | None = None,
+    segments_of: list[tuple[Any, PartitionLog]] | None = None,
 ) -> Iterator[str | memoryview]:
     """Text for the records (or batches) under ``path``; ``budget`` holds the rows left.
 
-    ``end_position`` (one ``.log`` file): only entries that start before it."""
+    ``end_position`` (one ``.log`` file): only entries that start before it. ``segments_of``:
+    the partitions whose segment files shallow rows come from (default ``found``)."""
     shown, read = _columns(args)
+    segment_files = {
+        display_path(filesystem, segment.path): (filesystem, segment.path)
+        for filesystem, part in (found if segments_of is None else segments_of)
+        for segment in part.segments
+    }
     last_seen: dict[tuple[Any, Any], int] = {}
     opts, filter_offsets = _reader_options(args, found)
     if args.format == "table":
@@ -335,6 +347,8 @@ def dump_chunks(
         if arrow_batch.num_rows > budget[0]:
             arrow_batch = arrow_batch.slice(0, budget[0])
         budget[0] -= arrow_batch.num_rows
+        if args.shallow:
+            arrow_batch = with_batch_fields(arrow_batch, segment_files, args.option)
         if notes is not None:
             _note_invalid_utf8(arrow_batch, args, notes)
         start = 0

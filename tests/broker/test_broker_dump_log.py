@@ -131,8 +131,8 @@ def control_marker(records: bytes) -> str:
 
 def test_shallow_dump_equals_dump_log_batches(broker: Broker, archive: dict[str, Path]) -> None:
     """``dump --shallow`` gives the batches DumpLogSegments lists: offsets, position, producer
-    id/epoch/sequence, flags, codec, leader epoch, max timestamp. It prints no size, CRC, count
-    or last sequence: size is 61 + the records' bytes (its ``value``), and the CRC over the file
+    id/epoch/sequence, flags, codec, leader epoch, max timestamp, size, CRC, count and last
+    sequence. Size is also 61 + the records' bytes (its ``value``), and the CRC over the file
     bytes at that position and size equals Kafka's; count and last sequence follow from the deep
     rows; a control batch's marker (COMMIT/ABORT) is read from its record's key."""
     log_dir = archive["stopped"]
@@ -169,6 +169,10 @@ def test_shallow_dump_equals_dump_log_batches(broker: Broker, archive: dict[str,
                 row["compression"],
                 row["timestamp"],
                 ("CreateTime", "LogAppendTime")[row["timestampType"]],
+                row["size"],
+                row["crc"],
+                row["count"],
+                row["lastSequence"],
             ) == (
                 batch["baseOffset"],
                 batch["lastOffset"],
@@ -185,6 +189,10 @@ def test_shallow_dump_equals_dump_log_batches(broker: Broker, archive: dict[str,
                 batch["compresscodec"],
                 batch["maxTimestamp"],
                 batch["timestampType"],
+                batch["size"],
+                batch["crc"],
+                batch["count"],
+                batch["lastSequence"],
             ), (path, batch["baseOffset"])
             assert batch["isvalid"]
             assert (

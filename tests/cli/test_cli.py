@@ -7,7 +7,10 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -15,10 +18,11 @@ import pytest
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds import read_table
 from kafka_segments_ds.cli import main, write_lines
-from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_legacy_message
 from kafka_segments_ds.samples import PartitionWriter, write_sample_log_dir
 
 SEGMENT0 = "00000000000000000000"
+T0 = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module")
@@ -513,3 +517,43 @@ def test_dump_limit_reads_no_more_segments_than_it_prints(
     # the two segments holding offsets 0..3, and at most the next one, opened ahead
     assert [Path(p).name for p in opened][:2] == [f"{0:020d}.log", f"{2:020d}.log"]
     assert len(opened) <= 3
+
+
+def test_dump_shallow_batch_fields(
+    make_partition: Callable[..., Any], log_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each batch's size, stored CRC, record count and last sequence, as kafka-dump-log prints
+    them: a sequence wraps past 2**31 - 1 (Kafka's incrementSequence); -1 without one; a legacy
+    message has no count or sequence (null)."""
+    part = make_partition("s-0")
+    specs = [RecordSpec(key=b"k", value=b"v%d" % i, timestamp=T0, offset_delta=i) for i in range(3)]
+    first = encode_batch(specs, base_offset=0, producer_id=5, producer_epoch=0,
+                         base_sequence=2**31 - 2)  # fmt: skip
+    # a gap inside (offsets 3, 4 compacted away): the count is 2, the last offset 3 + 3
+    gappy = [replace(specs[0], offset_delta=0), replace(specs[1], offset_delta=3)]
+    second = encode_batch(gappy, base_offset=3, last_offset_delta=3)
+    legacy = encode_legacy_message(offset=7, magic=1, key=b"k", value=b"legacy", timestamp=T0)
+    for data, last in ((first, 2), (second, 6), (legacy, 7)):
+        part.writer.append(data, last)
+    part.close()
+    _, out, _ = run(capsys, "dump", str(log_dir / "s-0"), "--shallow")
+    fields = [{k: r[k] for k in ("offset", "size", "crc", "count", "lastSequence")}
+              for r in jsonl(out)]  # fmt: skip
+    crc = [int.from_bytes(b[17:21], "big") for b in (first, second)]
+    assert fields == [
+        {"offset": 2, "size": len(first), "crc": crc[0], "count": 3, "lastSequence": 0},
+        {"offset": 6, "size": len(second), "crc": crc[1], "count": 2, "lastSequence": -1},
+        {"offset": 7, "size": len(legacy), "crc": int.from_bytes(legacy[12:16], "big"),
+         "count": None, "lastSequence": None},
+    ]  # fmt: skip
+    assert crc[0] != crc[1]
+    _, out, _ = run(capsys, "dump", str(log_dir / "s-0"), "--shallow", "--format", "table")
+    lines = out.splitlines()
+    assert lines[0].endswith(" SIZE CRC COUNT LASTSEQUENCE")
+    tails = [line.split()[-4:] for line in lines[1:]]
+    assert tails == [
+        [f"size={len(first)}", f"crc={crc[0]}", "count=3", "lastSequence=0"],
+        [f"size={len(second)}", f"crc={crc[1]}", "count=2", "lastSequence=-1"],
+        [f"size={len(legacy)}", f"crc={int.from_bytes(legacy[12:16], 'big')}", "count=<null>",
+         "lastSequence=<null>"],
+    ]  # fmt: skip

@@ -423,6 +423,14 @@ def test_cli_on_a_bucket(
     assert main(["dump", str(source), "--from-offset", "100", "--limit", "3"]) == 0
     assert dumped == [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(dumped) == 3
+    # shallow: each batch's size, CRC, count and last sequence read from the decrypted and
+    # decompressed chunks, as from the broker's files
+    shallow = ["dump", "--shallow", "--value", "hex"]
+    assert main([*shallow, str(root), *option]) == 0
+    batches = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main([*shallow, str(source)]) == 0
+    assert batches == [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(batches) > 10 and all(b["count"] > 0 and b["size"] > 61 for b in batches)
     # without the key every .log is unreadable, named with its key pair
     assert main(["verify", str(root)]) == 2
     out = capsys.readouterr().out
