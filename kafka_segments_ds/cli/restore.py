@@ -9,12 +9,12 @@ kept, or written from ``--topic-id`` where the directory does not exist yet;
 ``leader-epoch-checkpoint`` is written from the leader epochs of the restored batches.
 
 Crash safety: the staging directory's marker (``RESTORE.json``) names the restore (archive,
-options, topic, topic id, write options) and, once the copy is whole and durable, the files to
-move per partition. A restore interrupted anywhere leaves the staging directory; running the same
-command again finishes it (an interrupted copy is redone, interrupted moves are completed),
-while another restore is refused until it is removed. A segment file is in a partition directory
-whole or not at all, the ``.log`` files are moved after the other files and from the last
-segment down (see :func:`place`).
+selection, topic, topic id, and a digest of all the options, whose values may be credentials)
+and, once the copy is whole and durable, the files to move per partition. A restore interrupted
+anywhere leaves the staging directory; running the same command again finishes it (an
+interrupted copy is redone, interrupted moves are completed), while another restore is refused
+until it is removed. A segment file is in a partition directory whole or not at all, the ``.log``
+files are moved after the other files and from the last segment down (see :func:`place`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import argparse
 import base64
 import binascii
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -69,6 +70,7 @@ STAGING = ".kafka-segments-restore"
 DATA = "data"
 MARKER = "RESTORE.json"
 MARKER_MAX_BYTES = 64 << 20
+SELECTION = ("subscribe", "subscribepattern", "assign")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,13 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "not a directory (restore takes the target broker's log dir)", str(logdir)
         )
     topic_id = None if args.topic_id is None else parse_topic_id(args.topic_id)
-    request = {
-        "archive": _archive_name(args.archive),
-        "options": [list(pair) for pair in args.option],
-        "topic": args.topic,
-        "topic_id": topic_id,
-        "write_options": [list(pair) for pair in args.write_option],
-    }
+    request = _request(args, topic_id)
     with _broker_stopped(logdir):
         staging = logdir / STAGING
         state = _resumed(staging, request)
@@ -248,8 +244,18 @@ def _broker_stopped(logdir: Path) -> Iterator[None]:
             fcntl.lockf(handle, fcntl.LOCK_UN)
 
 
-def _archive_name(archive: str) -> str:
-    return archive if "://" in archive else os.path.abspath(archive)
+def _request(args: argparse.Namespace, topic_id: str | None) -> dict[str, Any]:
+    """What names a restore in its marker: the archive, selection and target, and a digest of
+    every option (their values may be credentials, not written to the log dir)."""
+    options = [[key, value] for key, value in dict(args.option).items()]  # in the order given
+    every = json.dumps([options, [[key, value] for key, value in args.write_option]])
+    return {
+        "archive": args.archive if "://" in args.archive else os.path.abspath(args.archive),
+        "selection": [pair for pair in options if pair[0].lower() in SELECTION],
+        "topic": args.topic,
+        "topic_id": topic_id,
+        "options_sha256": hashlib.sha256(every.encode()).hexdigest(),
+    }
 
 
 def _resumed(staging: Path, request: dict[str, Any]) -> dict[str, Any] | None:
@@ -274,9 +280,10 @@ def _resumed(staging: Path, request: dict[str, Any]) -> dict[str, Any] | None:
         ) from err
     if found != request:
         raise InvalidInputError(
-            f"{staging}: holds an unfinished restore of {found.get('archive')} (options "
-            f"{found.get('options')}, topic {found.get('topic')}): finish it by running that "
-            f"restore again, or remove {staging} and empty the partitions it names in {MARKER}"
+            f"{staging}: holds an unfinished restore of {found.get('archive')} (selection "
+            f"{found.get('selection')}, topic {found.get('topic')}, other options as given "
+            f"then): finish it by running that restore again, or remove {staging} and empty the "
+            f"partitions it names in {MARKER}"
         )
     return state if phase == "placing" else None
 

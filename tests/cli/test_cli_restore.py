@@ -5,6 +5,7 @@ the log dir as it was."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -279,6 +280,14 @@ def test_another_restore_is_refused_while_one_is_unfinished(
         with pytest.raises(Crash):
             main([*argv, str(log_dir), *RESTORE_C])
     capsys.readouterr()
+    marker = (log_dir / ".kafka-segments-restore" / "RESTORE.json").read_text()
+    request = json.loads(marker)["request"]
+    assert (request["archive"], request["selection"], request["topic"]) == (
+        str(archive),
+        [["subscribe", "a"]],
+        "c",
+    )
+    assert "segmentBytes" not in marker  # options only as a digest (values may be secrets)
     other = [*argv, str(log_dir), *RESTORE_C[:-1], "segmentBytes=400"]
     err = refused(other, capsys, log_dir)
     assert f"{log_dir / '.kafka-segments-restore'}: holds an unfinished restore of {archive}" in err
