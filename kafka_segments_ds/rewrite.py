@@ -146,12 +146,14 @@ def compact(
 
     A first pass reads each partition's keys and offsets into a map from a keyed 16-byte BLAKE2b
     digest of the key to its last offset, as the cleaner keeps an offset map of key hashes:
-    memory is 24 bytes per distinct key of one partition (plus 8 per kept record in the second
-    pass, and the digests of up to about a million records waiting to be merged in), not the
-    keys themselves. Two keys share a digest with a probability of about n**2 / 2**129 for n
-    keys (the digest is keyed with a random secret, so keys cannot be chosen to collide); then
-    the earlier key's last record would be removed too. ``exact=True`` groups the keys
-    themselves instead: no collision, every distinct key of a partition in memory.
+    memory is 24 bytes per distinct key of one partition, not the keys themselves; beside it the
+    digests of the records read since the last merge (24 bytes a record, at most as many as the
+    map's keys or about a million), a merge needing 40 bytes a row of both for a moment, and 8
+    bytes per kept record in the second pass. Two keys share a digest with a probability of
+    about n**2 / 2**129 for n keys (the digest is keyed with a random secret, so keys cannot be
+    chosen to collide); then the earlier key's last record would be removed too.
+    ``exact=True`` groups the keys themselves instead: no collision, every distinct key of a
+    partition in memory.
     ``options`` and ``write_options`` as for :func:`erase`."""
 
     def shadowed(topic: str, partition: int) -> Callable[[pa.Table, str], np.ndarray]:
@@ -357,32 +359,39 @@ _KEYS_AND_OFFSETS = pa.schema([("key", pa.binary()), ("offset", pa.int64())])
 class _KeyMap:
     """Key digest -> the offset of the key's last record, as Kafka's cleaner keeps its offset map
     of key hashes: 24 bytes per distinct key (a 16-byte BLAKE2b digest, keyed with a random
-    secret so keys cannot be chosen to collide, and an 8-byte offset) in sorted numpy arrays,
-    plus up to MERGE_EVERY records' digests before they are merged in. The highest offset of a
-    key wins, whatever order the records come in."""
+    secret so keys cannot be chosen to collide, as two uint64 halves, and an 8-byte offset) in
+    numpy arrays sorted by digest. The digests of the records read since the last merge wait
+    beside it (24 bytes a record) until they are as many as the map's keys, or MERGE_EVERY: each
+    record is merged in a logarithmic number of times. The highest offset of a key wins,
+    whatever order the records come in."""
 
     MERGE_EVERY = 1 << 20  # records
 
     def __init__(self) -> None:
-        self.secret = os.urandom(16)
-        self.digests = np.zeros((0, 2), ">u8")  # sorted, one row per distinct key
-        self.last = np.zeros(0, np.int64)
+        self.hasher = hashlib.blake2b(digest_size=16, key=os.urandom(16))
+        empty = np.zeros(0, np.uint64)
+        self.high, self.low, self.last = empty, empty, np.zeros(0, np.int64)
         self.pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.pending_rows = 0
 
     def add(self, keys: pa.Array, offsets: pa.Array) -> None:
-        valid = np.flatnonzero(keys.is_valid().to_numpy(zero_copy_only=False))
-        if not len(valid):
+        if keys.null_count:
+            valid = keys.is_valid()
+            keys, offsets = keys.filter(valid), offsets.filter(valid)
+        if not len(keys):
             return
-        secret = self.secret
-        chosen = keys.take(pa.array(valid))
-        joined = b"".join(
-            hashlib.blake2b(key, digest_size=16, key=secret).digest() for key in chosen.to_pylist()
-        )
-        digests = np.frombuffer(joined, ">u8").reshape(-1, 2)
-        self.pending.append((digests, offsets.to_numpy(zero_copy_only=False)[valid]))
-        self.pending_rows += len(valid)
-        if self.pending_rows >= self.MERGE_EVERY:
+        copy = self.hasher.copy
+
+        def digest(key: bytes) -> bytes:
+            hasher = copy()
+            hasher.update(key)
+            return hasher.digest()
+
+        joined = b"".join(map(digest, keys.to_pylist()))
+        digests = np.frombuffer(joined, np.uint64).reshape(-1, 2)
+        self.pending.append((digests, offsets.to_numpy(zero_copy_only=False)))
+        self.pending_rows += len(digests)
+        if self.pending_rows >= max(self.MERGE_EVERY, len(self.last)):
             self._merge()
 
     def offsets(self) -> np.ndarray:
@@ -392,15 +401,31 @@ class _KeyMap:
     def _merge(self) -> None:
         if not self.pending:
             return
-        digests = np.concatenate([self.digests, *(d for d, _ in self.pending)])
+        high = np.concatenate([self.high, *(d[:, 0] for d, _ in self.pending)])
+        low = np.concatenate([self.low, *(d[:, 1] for d, _ in self.pending)])
         last = np.concatenate([self.last, *(o for _, o in self.pending)]).astype(np.int64)
         self.pending, self.pending_rows = [], 0
-        order = np.lexsort((last, digests[:, 1], digests[:, 0]))  # by digest, then offset
-        digests, last = digests[order], last[order]
-        # the last row of each run of one digest: its highest offset
-        ends = np.ones(len(last), bool)
-        ends[:-1] = np.any(digests[1:] != digests[:-1], axis=1)
-        self.digests, self.last = digests[ends], last[ends]
+        self.high = self.low = self.last = np.zeros(0, np.uint64)  # freed before the sort
+        # one array reordered at a time: at most 40 bytes a row at once (24 + the order + one)
+        order = np.argsort(high)
+        high = high[order]
+        low = low[order]
+        last = last[order]
+        same_high = high[1:] == high[:-1]
+        if np.any(same_high & (low[1:] != low[:-1])):  # two keys share a first half: rare
+            order = np.lexsort((low, high))
+            high = high[order]
+            low = low[order]
+            last = last[order]
+            same_high = (high[1:] == high[:-1]) & (low[1:] == low[:-1])
+        del order
+        starts = np.flatnonzero(np.concatenate([[True], ~same_high]))
+        del same_high
+        self.high = high[starts]
+        del high
+        self.low = low[starts]
+        del low
+        self.last = np.maximum.reduceat(last, starts) if len(last) else last
 
 
 def _predicate_mask(predicate: Predicate, table: pa.Table, where: str) -> np.ndarray:

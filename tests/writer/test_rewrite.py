@@ -252,3 +252,20 @@ def test_compact_many_keys_by_their_digests(
     assert sum(s.null_keys for s in summaries) == nulls
     rewrite.compact(source, tmp_path / "exact", exact=True)
     assert read_table(tmp_path / "exact", columns).equals(got)
+
+
+def test_key_map_keeps_each_digest_s_highest_offset() -> None:
+    """Digests given directly: two digests sharing their first half (interleaved), offsets out
+    of order, and a second merge into the map: each digest keeps its highest offset."""
+    key_map = rewrite._KeyMap()
+    digests = np.array([[5, 1], [5, 2], [5, 1], [7, 9], [5, 2], [7, 9]], np.uint64)
+    key_map.pending = [(digests, np.array([10, 11, 12, 15, 14, 13], np.int64))]
+    key_map._merge()
+    assert (key_map.high.tolist(), key_map.low.tolist(), key_map.last.tolist()) == (
+        [5, 5, 7],
+        [1, 2, 9],
+        [12, 14, 15],
+    )
+    more = np.array([[5, 2], [8, 0], [7, 9]], np.uint64)
+    key_map.pending = [(more, np.array([20, 21, 3], np.int64))]
+    assert key_map.offsets().tolist() == [12, 15, 20, 21]
