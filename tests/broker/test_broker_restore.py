@@ -21,6 +21,7 @@ same offsets minus the removed ones.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -404,3 +405,47 @@ def test_erased_and_compacted_copies_load_with_their_offsets(
     kept = sorted(last.values(), key=lambda r: (r[1], r[2]))
     assert broker.consume(compacted) == renamed(kept, compacted)
     assert len(kept) == 20  # keys key-r-0..19, each in one partition
+
+
+class Crash(BaseException):
+    """The restore's process dying (not an Exception: no handler runs)."""
+
+
+def test_an_unfinished_restore_is_not_served_and_a_re_run_finishes_it(
+    broker: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore that dies between its renames leaves its staging directory in the log dir:
+    Kafka refuses to start on a directory not named for a partition, so the half-restored
+    partitions are never served; running the same restore again finishes it, and the broker
+    then serves every record at its offset."""
+    src, dst = "restore-crash-src", "restore-crash-dst"
+    broker.create_topic(src, PARTITIONS)
+    broker.produce(src, 300, compression="lz4", headers=1)
+    want = broker.consume(src)
+    archive = broker.snapshot(tmp_path / "archive", src)
+    create_target(broker, dst)
+    broker.stop()
+    args = ("--option", f"subscribe={src}", "--topic", dst, "--write-option", "segmentBytes=2048")
+    real, moves = os.replace, [0]
+
+    def replace(source: object, target: object) -> None:
+        if moves[0] == 8:  # the marker twice, then partition 0's files, .log files last
+            raise Crash(f"{source} -> {target}")
+        moves[0] += 1
+        real(source, target)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "replace", replace)
+        with pytest.raises(Crash):
+            restore(archive, broker, *args)
+    assert (broker.log_dir / ".kafka-segments-restore" / "RESTORE.json").exists()
+    placed = [p for p in (broker.log_dir / f"{dst}-0").glob("*") if p.suffix == ".index"]
+    assert placed  # some of partition 0's files are in place
+    with pytest.raises(RuntimeError, match="did not start"):
+        broker.start()
+    log = (broker.home / "broker.log").read_text(errors="replace")
+    assert "'.kafka-segments-restore' is not in the form of topic-partition" in log
+    restore(archive, broker, *args)
+    assert not (broker.log_dir / ".kafka-segments-restore").exists()
+    broker.start()
+    assert broker.consume(dst) == renamed(want, dst)
