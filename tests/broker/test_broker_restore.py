@@ -31,6 +31,7 @@ import pytest
 
 from kafka_segments_ds import read_table, write_table
 from kafka_segments_ds.cli import main
+from kafka_segments_ds.errors import CorruptSegmentError, NoKafkaDataError
 from kafka_segments_ds.internal_topics.consumer_offsets import decode_consumer_offsets
 
 from .kafka_broker import Broker, Row, table_rows
@@ -297,6 +298,19 @@ def test_consumer_group_resumes_on_a_restored_topic(broker: Broker, tmp_path: Pa
     ]
 
 
+def bucket_ends(bucket: Path, topic: str) -> dict[int, int]:
+    """The next offset after each partition's last record in the bucket ({} while an upload is
+    still being written and does not read yet)."""
+    try:
+        rows = read_table(bucket, ["partition", "offset"], subscribe=topic).to_pylist()
+    except (CorruptSegmentError, NoKafkaDataError, OSError):  # a segment half uploaded
+        return {}
+    ends: dict[int, int] = {}
+    for r in rows:
+        ends[r["partition"]] = max(ends.get(r["partition"], 0), r["offset"] + 1)
+    return ends
+
+
 def test_consumer_group_resumes_on_a_topic_restored_from_its_tiered_bucket(
     broker: Broker, tmp_path: Path
 ) -> None:
@@ -311,18 +325,18 @@ def test_consumer_group_resumes_on_a_topic_restored_from_its_tiered_bucket(
     broker.produce(src, 300, compression="zstd", headers=2, value_bytes=60, batch_size=1024)
     broker.consume(src, group="restore-tg")
     broker.produce(src, 300, tag="after", null_key_every=5, null_value_every=7, batch_size=1024)
-    deadline = time.monotonic() + UPLOAD_WAIT_S
-    # every rolled segment uploaded and deleted here: only the active one is local
-    while not all(
-        len(list((broker.log_dir / f"{src}-{p}").glob("*.log"))) == 1 for p in range(PARTITIONS)
-    ):
-        assert time.monotonic() < deadline, "the broker did not move segments to remote storage"
-        time.sleep(0.2)
-    want = broker.consume(src)
     offsets = committed_offsets(broker, tmp_path / "offsets", "restore-tg", src)
-    bucket = read_table(broker.tiered_dir, ["partition", "offset"], subscribe=src).to_pylist()
-    ends = {p: 1 + max(r["offset"] for r in bucket if r["partition"] == p) for p in offsets}
-    assert all(0 < offsets[p] < ends[p] for p in range(PARTITIONS)), (offsets, ends)
+    deadline = time.monotonic() + UPLOAD_WAIT_S
+    # every rolled segment uploaded and deleted here (only the active one is local), and the
+    # bucket reaching past the committed offsets: uploads lag the rolls, so wait for both
+    while True:
+        local = [len(list((broker.log_dir / f"{src}-{p}").glob("*.log"))) for p in offsets]
+        ends = bucket_ends(broker.tiered_dir, src) if all(n == 1 for n in local) else {}
+        if all(0 < offsets[p] < ends.get(p, 0) for p in range(PARTITIONS)):
+            break
+        assert time.monotonic() < deadline, ("the broker did not upload past the group", ends)
+        time.sleep(0.5)
+    want = broker.consume(src)
 
     create_target(broker, dst)
     broker.stop()
