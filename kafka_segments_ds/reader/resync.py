@@ -30,6 +30,8 @@ from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapp
 log = logging.getLogger(__name__)
 PROOF_SCAN_BYTES = 64 << 20  # the most of a damaged entry searched for its own true end
 CHAIN_TARGETS = 16  # valid entries chained from a candidate an enclosing entry may lead to
+OVERLAP_BYTES = 12  # the most of a batch (offset and length fields) an entry before may hold
+STRADDLE_SCAN_BYTES = 1 << 20  # bytes read at a time when looking for an entry across an end
 
 Read = Callable[[int, int], np.ndarray]
 """``read(position, length)``: the bytes there, fewer at the end of the file."""
@@ -130,7 +132,8 @@ class Resync:
         the file. Not when a valid entry starts inside it and runs past that point (past a torn
         write nothing was ever written, so such an entry's trailing zeros are its own data and
         the bad entry's size field is the damage), nor when a valid entry whose offsets follow
-        on lies inside it and cannot be one of its inner messages."""
+        on lies inside it and cannot be one of its inner messages, nor when a valid batch
+        starting before it runs through it (:meth:`overlapped_batch`)."""
         head = self.read(position, 17)
         if head.shape[0] < 17:
             return False
@@ -141,6 +144,7 @@ class Resync:
             and self.is_zero(end, self.file_end)
             and not self._entry_straddles(position, end)
             and not self._follows_inside(position, end)
+            and self.overlapped_batch(position, quiet=True) is None
         )
 
     def _follows_inside(self, position: int, end: int) -> bool:
@@ -164,9 +168,13 @@ class Resync:
         return False
 
     def proof_of_damage(self, position: int, quiet: bool) -> int | None:
-        """For an entry at ``position`` running past the end of the file: the first later
-        valid entry whose offsets follow on when valid entries from there prove its size field
-        damaged rather than the file truncated (see :meth:`_damage_proven`); else None."""
+        """For an entry at ``position`` running past the end of the file: a valid batch the
+        entry before it overlaps (:meth:`overlapped_batch`), or the first later valid entry
+        whose offsets follow on when valid entries from there prove its size field damaged
+        rather than the file truncated (see :meth:`_damage_proven`); else None."""
+        overlapped = self.overlapped_batch(position, quiet=True)
+        if overlapped is not None:
+            return overlapped
         candidate = self.scan_for_entry(position + 1, position, quiet=quiet)
         if candidate is not None and self._damage_proven(candidate, position):
             return candidate
@@ -244,6 +252,50 @@ class Resync:
 
     # -- where reading resumes -------------------------------------------------------------
 
+    def overlapped_batch(self, position: int, quiet: bool = False) -> int | None:
+        """Where a batch starts that the entry before ``position`` overlaps, when the bytes at
+        ``position`` frame no valid entry (616161:140956: a batch cut 3 bytes short whose size
+        field still counts them, and the 3 bytes of the next batch that took their place equal
+        what was cut, so its checksum holds over its stated extent and reading stood 3 bytes
+        into the next batch). None when there is none; ``quiet``: found without a log line.
+
+        The first position at most OVERLAP_BYTES back (the offset and length fields) holding a
+        whole magic-2 batch whose CRC-32C checks, which runs past ``position`` and whose
+        offsets follow the last good entry. Its CRC covers all it holds from its attributes on,
+        which lie past ``position``: not in the entry before, so it is no batch stored
+        verbatim there. Its length field decides what the CRC covers (a wrong one checks by a
+        2^-32 chance). No CRC covers its offset field: the bytes of it lying before
+        ``position`` belong to the entry before as much as to it, so they must equal those of
+        the offset after the last good entry's (2305:174: the last 4 bytes of a valid batch
+        read as the high bytes of the offset field of a batch cut there made offset
+        3531506008385912842)."""
+        low = max(position - OVERLAP_BYTES, 0)
+        if position >= self.range_end or low >= position:
+            return None
+        data = self.read(low, position - low + 17)
+        expected = ((self.last_offset() + 1) % 2**64).to_bytes(8, "big")
+        for rel in np.flatnonzero(data[16 : 16 + position - low] == 2).tolist():
+            start = low + rel
+            borrowed = data[rel : min(position - low, rel + 8)].tobytes()
+            if borrowed != expected[: len(borrowed)]:
+                continue
+            entry = self.probe(start)
+            if (
+                entry is not None
+                and entry.magic == 2
+                and start + entry.length > position
+                and self._offsets_may_follow(start)
+            ):
+                if not quiet:
+                    log.warning(
+                        "%s: resynchronised at byte %d, inside the entry before byte %d",
+                        self.path,
+                        start,
+                        position,
+                    )
+                return start
+        return None
+
     def resume_after(self, position: int) -> int | None:
         """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
 
@@ -260,12 +312,16 @@ class Resync:
         all (an impossible size), valid entries found inside that chain exactly to where the
         size field leads win over it. A checksum-valid entry (dropped for its offsets) is
         skipped whole and reading goes on at its end, whatever is there: its checksum proves
-        its extent.
+        its extent. Bytes that are no valid entry come after one that overlapped a valid batch
+        (:meth:`overlapped_batch`): reading resumes at that batch, before ``position``.
         """
         whole = self.probe(position)
         if whole is not None:  # valid, dropped for its offsets: reading goes on at its end
             end = position + whole.length
             return end if end < self.range_end else None
+        overlapped = self.overlapped_batch(position)
+        if overlapped is not None:
+            return overlapped
         head = self.read(position, 17)
         following = None
         if head.shape[0] >= 12:

@@ -20,6 +20,7 @@ from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
 
@@ -191,3 +192,66 @@ def test_log_end_counts_entries_after_an_undecodable_batch(tmp_path: Path) -> No
     assert offsets(path, startingOffsets='{"t":{"0":17}}') == []
     with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 17"):
         offsets(path, startingOffsets='{"t":{"0":18}}')
+
+
+def test_a_cut_batch_checksum_valid_over_the_next_one_does_not_hide_it(tmp_path: Path) -> None:
+    """616161:140956 -- the checksum-valid batch at 38 (offset 10, records that do not decode)
+    was cut to 140 bytes, but its size field leads to 181, 3 bytes into the intact batch at 178
+    (offsets 0..2), whose first 3 bytes equal the 3 cut (zeros). The reader skipped the batch
+    at 38 whole to 181, found an unknown magic byte there and no entry after it: 0..2 lost."""
+    path = fuzz_log(tmp_path, 616161, 140956)
+    assert offsets(path) == [0, 1, 2]
+    assert offsets(path, startingOffsets='{"t":{"0":1}}') == [1, 2]
+
+
+def _overlapping_log() -> tuple[bytes, int]:
+    """Batches 0..1, 2..3 cut 3 bytes short, 4..6: the cut batch's size field still counts the
+    3 bytes, and the first 3 bytes of the batch 4..6 that took their place equal what was cut
+    (zeros), so its CRC-32C holds over its stated extent. Returns the log and where the batch
+    4..6 starts."""
+    specs = [RecordSpec(b"value-2", b"key-2"), RecordSpec(b"value-3\x00\x00", b"key-3")]
+    cut = encode_batch(specs, base_offset=2)
+    assert cut.endswith(b"\x00\x00\x00")  # the value's two zeros, then no headers
+    head, following = v2(0, 2), v2(4, 3)
+    assert following.startswith(b"\x00\x00\x00")
+    return head + cut[:-3] + following, len(head) + len(cut) - 3
+
+
+@pytest.mark.parametrize("with_index", [False, True], ids=["hop", "index"])
+def test_a_batch_overlapped_by_a_checksum_valid_one_is_read(
+    tmp_path: Path, with_index: bool
+) -> None:
+    """616161:140956's shape -- a batch cut 3 bytes short, followed by an intact batch whose
+    first 3 bytes equal what was cut: the cut batch is checksum-valid over its stated extent,
+    so reading stood 3 bytes into the intact batch, found no entry there and lost 4..6. A
+    batch whose own CRC-32C checks, starting at most its offset and length fields back, running
+    past that point, and whose offset field's bytes before it are those of the next offset
+    (here 4: zeros), is read; a byte-range split (cut where the entries are walked, or at the
+    .index position of the batch 4..6) returns the same rows as a whole-segment read."""
+    data, overlapped = _overlapping_log()
+    path = write(tmp_path, data)
+    if with_index:
+        table = scan_entries(data[:overlapped] + data[overlapped + 3 :])  # as the broker wrote
+        positions = table.positions.copy()
+        positions[-1] = overlapped
+        index, _ = kidx.build_indexes(
+            positions, table.sizes, table.last_offsets, table.max_timestamps, 0, 32
+        )
+        (Path(path) / f"{SEGMENT}.index").write_bytes(index)
+    whole = list(range(7))
+    assert offsets(path) == whole
+    assert offsets(path, verifyChecksums=False) == whole
+    assert offsets(path, iteration="shallow") == [1, 3, 6]
+    assert offsets(path, startingOffsets='{"t":{"0":4}}') == [4, 5, 6]
+    for limit in (40, 100, 150, 200):
+        assert offsets(path, maxBytesPerPartition=limit) == whole
+
+
+def test_a_batch_stored_inside_a_valid_batch_is_not_read(tmp_path: Path) -> None:
+    """A valid batch whose last record's value is a whole batch (offsets 10..12) verbatim,
+    then bytes that frame no entry: the stored batch ends inside the valid one, so it is no
+    batch the valid one overlaps (it would be a row no entry of the log holds)."""
+    stored = v2(10, 3)
+    outer = encode_batch([RecordSpec(stored, b"k")], base_offset=0)
+    path = write(tmp_path, outer + b"\x07" * 80)
+    assert offsets(path) == [0]
