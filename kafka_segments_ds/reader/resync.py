@@ -154,17 +154,24 @@ class Resync:
         return candidate is not None and not self._may_be_inner(candidate, position)
 
     def _entry_straddles(self, position: int, end: int) -> bool:
-        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``."""
-        data = self.read(position, end - position)
-        rel = 1
-        while rel < data.shape[0]:
-            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
-            if cand < 0:
+        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``. Read
+        STRADDLE_SCAN_BYTES at a time (``end`` comes from an untrusted size field)."""
+        start = position + 1
+        while start < end:
+            window = self.read(start, min(STRADDLE_SCAN_BYTES, end - start) + 16)
+            limit = end - 16 - start  # a candidate's first 17 bytes lie before ``end``
+            rel = 0
+            while rel < limit:
+                cand = int(K.find_entry_candidate(window, rel, limit))
+                if cand < 0:
+                    break
+                entry = self.probe(start + cand)
+                if entry is not None and start + cand + entry.length > end:
+                    return True
+                rel = cand + 1
+            if window.shape[0] == 0:
                 return False
-            entry = self.probe(position + cand)
-            if entry is not None and position + cand + entry.length > end:
-                return True
-            rel = cand + 1
+            start += STRADDLE_SCAN_BYTES
         return False
 
     def proof_of_damage(self, position: int, quiet: bool) -> int | None:
@@ -323,13 +330,7 @@ class Resync:
         if overlapped is not None:
             return overlapped
         head = self.read(position, 17)
-        following = None
-        if head.shape[0] >= 12:
-            claimed = position + 12 + be_int(head, 8, 12)
-            if claimed in (self.range_end, self.file_end) or (
-                position + 26 <= claimed < self.range_end and self.entry_is_valid(claimed)
-            ):
-                following = min(claimed, self.range_end)
+        following = self._consistent_following(position, head)
         if following is not None and _plausible_size(head):
             if int(head[16]) > 2:
                 inside = self._chain_inside(position, following)
@@ -345,6 +346,19 @@ class Resync:
         if candidate is not None and self._chain_reaches(candidate, following):
             return candidate  # the size field skipped whole entries: it was the damage
         return following if following < self.range_end else None
+
+    def _consistent_following(self, position: int, head: np.ndarray) -> int | None:
+        """Where the entry at ``position`` (``head``: its first bytes) ends, capped at the end
+        of the range, when its size field is consistent: it leads exactly to the end of the
+        range or the file, or to a valid entry before the end of the range. Else None."""
+        if head.shape[0] < 12:
+            return None
+        claimed = position + 12 + be_int(head, 8, 12)
+        if claimed in (self.range_end, self.file_end) or (
+            position + 26 <= claimed < self.range_end and self.entry_is_valid(claimed)
+        ):
+            return min(claimed, self.range_end)
+        return None
 
     def _chain_inside(self, position: int, following: int) -> int | None:
         """For the entry at ``position`` whose magic byte is unknown and whose size field leads
@@ -457,11 +471,13 @@ class Resync:
         its payload. Not when a legacy entry's checksum proves it ends by ``candidate``.
 
         At ``searched`` when ``framed`` (the end of a valid entry the search passed over: an
-        entry boundary) any such entry counts. Elsewhere, where the bytes of entry headers make
-        small size fields by chance, only a compressed wrapper with an unknown magic byte that
-        may hold the legacy ``candidate`` verbatim, whose offset field lies above the last good
-        entry's and below the offset field of the entry its size field leads to, and whose key
-        and value lengths, read as a magic-0 or magic-1 message, end where its size field does.
+        entry boundary) the entry there is judged as :meth:`resume_after` judges it when
+        reading frames it (:meth:`_consistent_end`: same bound, same checksum proof).
+        Elsewhere, where the bytes of entry headers make small size fields by chance, only a
+        compressed wrapper with an unknown magic byte that may hold the legacy ``candidate``
+        verbatim, whose offset field lies above the last good entry's and below the offset
+        field of the entry its size field leads to, and whose key and value lengths, read as a
+        magic-0 or magic-1 message, end where its size field does.
         Looked for at most PROOF_SCAN_BYTES back; None when there is none."""
         low = max(searched, candidate - PROOF_SCAN_BYTES)
         if candidate <= low:
@@ -499,7 +515,9 @@ class Resync:
                 position = at + i
                 offset = be_int(data, i, i + 8)
                 end = int(ends[i])
-                if not (framed and position == searched) and not (
+                if framed and position == searched:
+                    continue  # judged by _consistent_end, as resume_after judges it
+                if not (
                     verbatim
                     and magics[i] > 2
                     and 1 <= (data[i + 17] & 0x07) <= 3
@@ -518,17 +536,25 @@ class Resync:
     def _consistent_end(self, position: int, candidate: int) -> int | None:
         """Where the entry at the entry boundary ``position`` ends, when its size field is
         plausible, leads past ``candidate`` and is consistent as :meth:`resume_after` judges
-        it (to a valid entry or exactly to the end), and no legacy checksum proves that the
-        entry ends by ``candidate``. The chain from ``candidate`` need not reach that end: a
-        wrapper's payload holds more than its inner messages (515151:44564: a gzip wrapper
-        with an unknown magic byte, whose last inner message ends 4 bytes before it does)."""
-        end = self._consistent_link(position)
+        it (to a valid entry before the end of the range, or exactly to the end), and no
+        checksum proves that the entry ends by ``candidate``; where its checksum proves it
+        ends past ``candidate``, that end (:meth:`_proven_end`, as :meth:`resume_after`
+        resumes there). The chain from ``candidate`` need not reach that end: a wrapper's
+        payload holds more than its inner messages (515151:44564: a gzip wrapper with an
+        unknown magic byte, whose last inner message ends 4 bytes before it does)."""
+        head = self.read(position, 17)
+        if not _plausible_size(head):
+            return None
+        end = self._consistent_following(position, head)
         if end is None or end <= candidate:
             return None
-        if self.magic(position) < 2:
+        if int(head[16]) < 2:
             checked = self._checked_legacy_end(position)
             if checked is not None and checked <= candidate:
                 return None
+        proven = self._proven_end(position, end)
+        if proven is not None:
+            return proven if proven > candidate else None
         return end
 
     def _chain_ends(self, position: int) -> np.ndarray:

@@ -7,6 +7,7 @@ showing the bug; each test pins the exact offsets.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
+from tests.reader.test_damage_events import in_memory_resync
 
 SEGMENT = "00000000000000000000"
 
@@ -243,7 +245,7 @@ def test_a_batch_overlapped_by_a_checksum_valid_one_is_read(
     assert offsets(path, verifyChecksums=False) == whole
     assert offsets(path, iteration="shallow") == [1, 3, 6]
     assert offsets(path, startingOffsets='{"t":{"0":4}}') == [4, 5, 6]
-    for limit in (40, 100, 150, 200):
+    for limit in (40, 100, 150, 200, 250, 300):
         assert offsets(path, maxBytesPerPartition=limit) == whole
 
 
@@ -255,3 +257,45 @@ def test_a_batch_stored_inside_a_valid_batch_is_not_read(tmp_path: Path) -> None
     outer = encode_batch([RecordSpec(stored, b"k")], base_offset=0)
     path = write(tmp_path, outer + b"\x07" * 80)
     assert offsets(path) == [0]
+
+
+def test_search_stops_where_a_batchs_checksum_proves_it_ends(tmp_path: Path) -> None:
+    """A search past damage (17 bytes of 0xff after the batch 0..2) passes the valid batch
+    0..1 (offsets go back); at its end a batch 3..4 whose size field grew by the length of the
+    next batch, so it leads exactly to the intact batch 7..8. Its own CRC-32C proves it ends
+    where the intact batch 5..6 starts, and :meth:`Resync.resume_after` resumes there when
+    reading frames it; the search skipped it whole to 7..8 and lost 5..6. A byte-range split
+    cut at the .index position of 5..6 read them: it differed from the whole-segment read."""
+    good, back, grown, proven, after = v2(0, 3), v2(0, 2), v2(3, 2), v2(5, 2), v2(7, 2)
+    damaged = bytearray(grown)
+    struct.pack_into(">i", damaged, 8, len(grown) - 12 + len(proven))
+    data = good + b"\xff" * 17 + back + bytes(damaged) + proven + after
+    path = write(tmp_path, data)
+    whole = [0, 1, 2, 5, 6, 7, 8]
+    assert offsets(path) == whole
+    assert offsets(path, verifyChecksums=False) == whole
+    table = scan_entries(proven + after)
+    start = len(good) + 17 + len(back) + len(grown)
+    index, _ = kidx.build_indexes(
+        table.positions + start, table.sizes, table.last_offsets, table.max_timestamps, 0, 32
+    )
+    (Path(path) / f"{SEGMENT}.index").write_bytes(index)
+    for limit in (360, 400, 460):  # cut at 352 (5..6), or not cut
+        assert offsets(path, maxBytesPerPartition=limit) == whole
+
+
+def test_torn_write_check_reads_a_damaged_size_fields_extent_in_bounded_pieces() -> None:
+    """A bad entry whose size field leads 1.5 MiB on, into the trailing zeros of a valid batch
+    (offsets 0..0, not above the last good offset 100) that ends the file 30 bytes after that
+    point: no torn write, since that batch runs past where the size field leads. The search for
+    it read the whole 1.5 MiB at once; no read asks for more than 1 MiB and a header now."""
+    tail = encode_batch([RecordSpec(b"v" + bytes(40), b"k")], base_offset=0)
+    assert tail.endswith(bytes(41))
+    end = 3 << 19
+    bad = bytearray(b"\x07" * (end - len(tail) + 30))  # its last 30 bytes after ``end``
+    struct.pack_into(">qi", bad, 0, 0, end - 12)  # offset 0, size field leading to ``end``
+    asked: list[int] = []
+    assert not in_memory_resync(bytes(bad) + tail, 100, asked).is_torn_write(0)
+    assert max(asked) <= (1 << 20) + 64
+    zeros = bytes(bad) + bytes(len(tail))  # zeros from ``end`` on
+    assert in_memory_resync(zeros, 100).is_torn_write(0)
