@@ -20,6 +20,7 @@ from kafka_segments_ds import InvalidOptionError
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.ranges import log_end_offset
+from kafka_segments_ds.reader.damage import DamageKind, collect_damage
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from tests.fuzz.corpus import v2
@@ -241,7 +242,12 @@ def test_a_batch_overlapped_by_a_checksum_valid_one_is_read(
         )
         (Path(path) / f"{SEGMENT}.index").write_bytes(index)
     whole = list(range(7))
-    assert offsets(path) == whole
+    with collect_damage() as events:
+        assert offsets(path) == whole
+    # the bytes 3 into the batch 4..6, where reading stood: no entry, nothing skipped
+    assert [(e.kind, e.position, e.records, e.skipped_bytes) for e in events] == [
+        (DamageKind.UNFRAMED, overlapped + 3, 0, 0)
+    ]
     assert offsets(path, verifyChecksums=False) == whole
     assert offsets(path, iteration="shallow") == [1, 3, 6]
     assert offsets(path, startingOffsets='{"t":{"0":4}}') == [4, 5, 6]
