@@ -201,7 +201,8 @@ class DamagePolicy:
         """The event of dropping the entry at ``position`` when reading resumes at ``resume``."""
         held = self.forensics.held(position)
         stop = self.range_end if resume is None else resume
-        if held is None:  # bytes that frame no entry: counted as skipped bytes
+        if held is None or stop < position:  # bytes that frame no entry: counted as skipped
+            # bytes (none when they lie inside a valid batch before them)
             return DamageEvent(
                 DamageKind.UNFRAMED, self.shown, position, 0, max(stop - position, 0)
             )
@@ -266,6 +267,9 @@ class DamagePolicy:
             err = CorruptSegmentError(
                 "entry size runs past the end of the file, but valid entries follow "
                 f"from byte {candidate} (damaged size field)"
+                if candidate > position
+                else f"entry inside the valid batch at byte {candidate} (the entry before it "
+                "overlaps that batch)"
             )
             return self.fail(err, position, self.forensics.offset_field(position))
         if quiet:

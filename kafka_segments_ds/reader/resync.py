@@ -30,6 +30,8 @@ from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapp
 log = logging.getLogger(__name__)
 PROOF_SCAN_BYTES = 64 << 20  # the most of a damaged entry searched for its own true end
 CHAIN_TARGETS = 16  # valid entries chained from a candidate an enclosing entry may lead to
+OVERLAP_BYTES = 12  # the most of a batch (offset and length fields) an entry before may hold
+STRADDLE_SCAN_BYTES = 1 << 20  # bytes read at a time when looking for an entry across an end
 
 Read = Callable[[int, int], np.ndarray]
 """``read(position, length)``: the bytes there, fewer at the end of the file."""
@@ -130,7 +132,8 @@ class Resync:
         the file. Not when a valid entry starts inside it and runs past that point (past a torn
         write nothing was ever written, so such an entry's trailing zeros are its own data and
         the bad entry's size field is the damage), nor when a valid entry whose offsets follow
-        on lies inside it and cannot be one of its inner messages."""
+        on lies inside it and cannot be one of its inner messages, nor when a valid batch
+        starting before it runs through it (:meth:`overlapped_batch`)."""
         head = self.read(position, 17)
         if head.shape[0] < 17:
             return False
@@ -141,6 +144,7 @@ class Resync:
             and self.is_zero(end, self.file_end)
             and not self._entry_straddles(position, end)
             and not self._follows_inside(position, end)
+            and self.overlapped_batch(position, quiet=True) is None
         )
 
     def _follows_inside(self, position: int, end: int) -> bool:
@@ -150,23 +154,34 @@ class Resync:
         return candidate is not None and not self._may_be_inner(candidate, position)
 
     def _entry_straddles(self, position: int, end: int) -> bool:
-        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``."""
-        data = self.read(position, end - position)
-        rel = 1
-        while rel < data.shape[0]:
-            cand = int(K.find_entry_candidate(data, rel, data.shape[0]))
-            if cand < 0:
+        """Whether a valid entry starts in (``position``, ``end``) and ends past ``end``. Read
+        STRADDLE_SCAN_BYTES at a time (``end`` comes from an untrusted size field)."""
+        start = position + 1
+        while start < end:
+            window = self.read(start, min(STRADDLE_SCAN_BYTES, end - start) + 16)
+            limit = end - 16 - start  # a candidate's first 17 bytes lie before ``end``
+            rel = 0
+            while rel < limit:
+                cand = int(K.find_entry_candidate(window, rel, limit))
+                if cand < 0:
+                    break
+                entry = self.probe(start + cand)
+                if entry is not None and start + cand + entry.length > end:
+                    return True
+                rel = cand + 1
+            if window.shape[0] == 0:
                 return False
-            entry = self.probe(position + cand)
-            if entry is not None and position + cand + entry.length > end:
-                return True
-            rel = cand + 1
+            start += STRADDLE_SCAN_BYTES
         return False
 
     def proof_of_damage(self, position: int, quiet: bool) -> int | None:
-        """For an entry at ``position`` running past the end of the file: the first later
-        valid entry whose offsets follow on when valid entries from there prove its size field
-        damaged rather than the file truncated (see :meth:`_damage_proven`); else None."""
+        """For an entry at ``position`` running past the end of the file: a valid batch the
+        entry before it overlaps (:meth:`overlapped_batch`), or the first later valid entry
+        whose offsets follow on when valid entries from there prove its size field damaged
+        rather than the file truncated (see :meth:`_damage_proven`); else None."""
+        overlapped = self.overlapped_batch(position, quiet=True)
+        if overlapped is not None:
+            return overlapped
         candidate = self.scan_for_entry(position + 1, position, quiet=quiet)
         if candidate is not None and self._damage_proven(candidate, position):
             return candidate
@@ -244,6 +259,50 @@ class Resync:
 
     # -- where reading resumes -------------------------------------------------------------
 
+    def overlapped_batch(self, position: int, quiet: bool = False) -> int | None:
+        """Where a batch starts that the entry before ``position`` overlaps, when the bytes at
+        ``position`` frame no valid entry (616161:140956: a batch cut 3 bytes short whose size
+        field still counts them, and the 3 bytes of the next batch that took their place equal
+        what was cut, so its checksum holds over its stated extent and reading stood 3 bytes
+        into the next batch). None when there is none; ``quiet``: found without a log line.
+
+        The first position at most OVERLAP_BYTES back (the offset and length fields) holding a
+        whole magic-2 batch whose CRC-32C checks, which runs past ``position`` and whose
+        offsets follow the last good entry. Its CRC covers all it holds from its attributes on,
+        which lie past ``position``: not in the entry before, so it is no batch stored
+        verbatim there. Its length field decides what the CRC covers (a wrong one checks by a
+        2^-32 chance). No CRC covers its offset field: the bytes of it lying before
+        ``position`` belong to the entry before as much as to it, so they must equal those of
+        the offset after the last good entry's (2305:174: the last 4 bytes of a valid batch
+        read as the high bytes of the offset field of a batch cut there made offset
+        3531506008385912842)."""
+        low = max(position - OVERLAP_BYTES, 0)
+        if position >= self.range_end or low >= position:
+            return None
+        data = self.read(low, position - low + 17)
+        expected = ((self.last_offset() + 1) % 2**64).to_bytes(8, "big")
+        for rel in np.flatnonzero(data[16 : 16 + position - low] == 2).tolist():
+            start = low + rel
+            borrowed = data[rel : min(position - low, rel + 8)].tobytes()
+            if borrowed != expected[: len(borrowed)]:
+                continue
+            entry = self.probe(start)
+            if (
+                entry is not None
+                and entry.magic == 2
+                and start + entry.length > position
+                and self._offsets_may_follow(start)
+            ):
+                if not quiet:
+                    log.warning(
+                        "%s: resynchronised at byte %d, inside the entry before byte %d",
+                        self.path,
+                        start,
+                        position,
+                    )
+                return start
+        return None
+
     def resume_after(self, position: int) -> int | None:
         """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).
 
@@ -260,20 +319,18 @@ class Resync:
         all (an impossible size), valid entries found inside that chain exactly to where the
         size field leads win over it. A checksum-valid entry (dropped for its offsets) is
         skipped whole and reading goes on at its end, whatever is there: its checksum proves
-        its extent.
+        its extent. Bytes that are no valid entry come after one that overlapped a valid batch
+        (:meth:`overlapped_batch`): reading resumes at that batch, before ``position``.
         """
         whole = self.probe(position)
         if whole is not None:  # valid, dropped for its offsets: reading goes on at its end
             end = position + whole.length
             return end if end < self.range_end else None
+        overlapped = self.overlapped_batch(position)
+        if overlapped is not None:
+            return overlapped
         head = self.read(position, 17)
-        following = None
-        if head.shape[0] >= 12:
-            claimed = position + 12 + be_int(head, 8, 12)
-            if claimed in (self.range_end, self.file_end) or (
-                position + 26 <= claimed < self.range_end and self.entry_is_valid(claimed)
-            ):
-                following = min(claimed, self.range_end)
+        following = self._consistent_following(position, head)
         if following is not None and _plausible_size(head):
             if int(head[16]) > 2:
                 inside = self._chain_inside(position, following)
@@ -289,6 +346,19 @@ class Resync:
         if candidate is not None and self._chain_reaches(candidate, following):
             return candidate  # the size field skipped whole entries: it was the damage
         return following if following < self.range_end else None
+
+    def _consistent_following(self, position: int, head: np.ndarray) -> int | None:
+        """Where the entry at ``position`` (``head``: its first bytes) ends, capped at the end
+        of the range, when its size field is consistent: it leads exactly to the end of the
+        range or the file, or to a valid entry before the end of the range. Else None."""
+        if head.shape[0] < 12:
+            return None
+        claimed = position + 12 + be_int(head, 8, 12)
+        if claimed in (self.range_end, self.file_end) or (
+            position + 26 <= claimed < self.range_end and self.entry_is_valid(claimed)
+        ):
+            return min(claimed, self.range_end)
+        return None
 
     def _chain_inside(self, position: int, following: int) -> int | None:
         """For the entry at ``position`` whose magic byte is unknown and whose size field leads
@@ -401,11 +471,13 @@ class Resync:
         its payload. Not when a legacy entry's checksum proves it ends by ``candidate``.
 
         At ``searched`` when ``framed`` (the end of a valid entry the search passed over: an
-        entry boundary) any such entry counts. Elsewhere, where the bytes of entry headers make
-        small size fields by chance, only a compressed wrapper with an unknown magic byte that
-        may hold the legacy ``candidate`` verbatim, whose offset field lies above the last good
-        entry's and below the offset field of the entry its size field leads to, and whose key
-        and value lengths, read as a magic-0 or magic-1 message, end where its size field does.
+        entry boundary) the entry there is judged as :meth:`resume_after` judges it when
+        reading frames it (:meth:`_consistent_end`: same bound, same checksum proof).
+        Elsewhere, where the bytes of entry headers make small size fields by chance, only a
+        compressed wrapper with an unknown magic byte that may hold the legacy ``candidate``
+        verbatim, whose offset field lies above the last good entry's and below the offset
+        field of the entry its size field leads to, and whose key and value lengths, read as a
+        magic-0 or magic-1 message, end where its size field does.
         Looked for at most PROOF_SCAN_BYTES back; None when there is none."""
         low = max(searched, candidate - PROOF_SCAN_BYTES)
         if candidate <= low:
@@ -443,7 +515,9 @@ class Resync:
                 position = at + i
                 offset = be_int(data, i, i + 8)
                 end = int(ends[i])
-                if not (framed and position == searched) and not (
+                if framed and position == searched:
+                    continue  # judged by _consistent_end, as resume_after judges it
+                if not (
                     verbatim
                     and magics[i] > 2
                     and 1 <= (data[i + 17] & 0x07) <= 3
@@ -462,17 +536,25 @@ class Resync:
     def _consistent_end(self, position: int, candidate: int) -> int | None:
         """Where the entry at the entry boundary ``position`` ends, when its size field is
         plausible, leads past ``candidate`` and is consistent as :meth:`resume_after` judges
-        it (to a valid entry or exactly to the end), and no legacy checksum proves that the
-        entry ends by ``candidate``. The chain from ``candidate`` need not reach that end: a
-        wrapper's payload holds more than its inner messages (515151:44564: a gzip wrapper
-        with an unknown magic byte, whose last inner message ends 4 bytes before it does)."""
-        end = self._consistent_link(position)
+        it (to a valid entry before the end of the range, or exactly to the end), and no
+        checksum proves that the entry ends by ``candidate``; where its checksum proves it
+        ends past ``candidate``, that end (:meth:`_proven_end`, as :meth:`resume_after`
+        resumes there). The chain from ``candidate`` need not reach that end: a wrapper's
+        payload holds more than its inner messages (515151:44564: a gzip wrapper with an
+        unknown magic byte, whose last inner message ends 4 bytes before it does)."""
+        head = self.read(position, 17)
+        if not _plausible_size(head):
+            return None
+        end = self._consistent_following(position, head)
         if end is None or end <= candidate:
             return None
-        if self.magic(position) < 2:
+        if int(head[16]) < 2:
             checked = self._checked_legacy_end(position)
             if checked is not None and checked <= candidate:
                 return None
+        proven = self._proven_end(position, end)
+        if proven is not None:
+            return proven if proven > candidate else None
         return end
 
     def _chain_ends(self, position: int) -> np.ndarray:

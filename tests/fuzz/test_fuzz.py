@@ -111,6 +111,9 @@ def test_shape_campaign_failures_stay_fixed(case: str, tmp_path: Path) -> None:
 # (515151:44564, :48828, :88992); intact entries after an entry running past the end of the
 # file were not proof of damage when a consistent damaged entry ended the file (515151:122538,
 # 424242:102607); a batch whose records do not decode moved the log end back (515151:39109).
+# A batch cut 3 bytes short whose CRC still held over its stated extent (the 3 bytes of the
+# next batch equal what was cut) sent reading 3 bytes into that batch, which was lost
+# (616161:140956).
 LATER_CAMPAIGN_FAILURES = [
     "2307:22073",
     "777001:944",
@@ -125,6 +128,7 @@ LATER_CAMPAIGN_FAILURES = [
     "515151:122538",
     "515151:39109",
     "424242:102607",
+    "616161:140956",
 ]
 
 

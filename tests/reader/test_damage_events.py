@@ -78,10 +78,17 @@ def test_summary_line_is_counted_from_the_events(
     ]
 
 
-def _resync(data: bytes, last_offset: int = -1) -> Resync:
+def in_memory_resync(data: bytes, last_offset: int = -1, asked: list[int] | None = None) -> Resync:
+    """Forensics on ``data``; ``asked`` collects the lengths its reads ask for."""
     array = np.frombuffer(data, np.uint8)
+
+    def read(position: int, length: int) -> np.ndarray:
+        if asked is not None:
+            asked.append(length)
+        return array[position : position + length]
+
     return Resync(
-        lambda position, length: array[position : position + length],
+        read,
         path="in memory",
         file_end=len(data),
         range_end=len(data),
@@ -96,13 +103,13 @@ def _resync(data: bytes, last_offset: int = -1) -> Resync:
 def test_resync_runs_on_a_read_callable() -> None:
     first, second = damaged(v2(0, 2)), v2(2, 3)
     # a consistent size field: the damaged batch is skipped whole
-    assert _resync(first + second).resume_after(0) == len(first)
+    assert in_memory_resync(first + second).resume_after(0) == len(first)
     # bytes after it that frame no entry: the search goes on to the next valid batch
-    forensics = _resync(first + b"\x07" * 20 + second)
+    forensics = in_memory_resync(first + b"\x07" * 20 + second)
     assert forensics.resume_after(0) == len(first) + 20
     assert forensics.held(0) == Held(2, len(first), 2)
     # a batch whose offsets do not follow the last good one is no place to resume
-    assert _resync(first + b"\x07" * 20 + second, last_offset=4).resume_after(0) is None
+    assert in_memory_resync(first + b"\x07" * 20 + second, last_offset=4).resume_after(0) is None
 
 
 def test_resync_finds_no_entry_inside_a_bad_magic_wrapper_reaching_the_end() -> None:
@@ -110,4 +117,4 @@ def test_resync_finds_no_entry_inside_a_bad_magic_wrapper_reaching_the_end() -> 
     magic byte 19 at 84 whose size field leads to the end of the file; the message stored
     verbatim at 20173 is no place to resume."""
     data = make_input(777001, 164)["mutant"].data
-    assert _resync(data).resume_after(0) is None
+    assert in_memory_resync(data).resume_after(0) is None

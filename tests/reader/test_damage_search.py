@@ -7,6 +7,7 @@ showing the bug; each test pins the exact offsets.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,12 @@ from kafka_segments_ds import InvalidOptionError
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.ranges import log_end_offset
+from kafka_segments_ds.reader.damage import DamageKind, collect_damage
 from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
+from tests.reader.test_damage_events import in_memory_resync
 
 SEGMENT = "00000000000000000000"
 
@@ -191,3 +195,113 @@ def test_log_end_counts_entries_after_an_undecodable_batch(tmp_path: Path) -> No
     assert offsets(path, startingOffsets='{"t":{"0":17}}') == []
     with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 17"):
         offsets(path, startingOffsets='{"t":{"0":18}}')
+
+
+def test_a_cut_batch_checksum_valid_over_the_next_one_does_not_hide_it(tmp_path: Path) -> None:
+    """616161:140956 -- the checksum-valid batch at 38 (offset 10, records that do not decode)
+    was cut to 140 bytes, but its size field leads to 181, 3 bytes into the intact batch at 178
+    (offsets 0..2), whose first 3 bytes equal the 3 cut (zeros). The reader skipped the batch
+    at 38 whole to 181, found an unknown magic byte there and no entry after it: 0..2 lost."""
+    path = fuzz_log(tmp_path, 616161, 140956)
+    assert offsets(path) == [0, 1, 2]
+    assert offsets(path, startingOffsets='{"t":{"0":1}}') == [1, 2]
+
+
+def _overlapping_log() -> tuple[bytes, int]:
+    """Batches 0..1, 2..3 cut 3 bytes short, 4..6: the cut batch's size field still counts the
+    3 bytes, and the first 3 bytes of the batch 4..6 that took their place equal what was cut
+    (zeros), so its CRC-32C holds over its stated extent. Returns the log and where the batch
+    4..6 starts."""
+    specs = [RecordSpec(b"value-2", b"key-2"), RecordSpec(b"value-3\x00\x00", b"key-3")]
+    cut = encode_batch(specs, base_offset=2)
+    assert cut.endswith(b"\x00\x00\x00")  # the value's two zeros, then no headers
+    head, following = v2(0, 2), v2(4, 3)
+    assert following.startswith(b"\x00\x00\x00")
+    return head + cut[:-3] + following, len(head) + len(cut) - 3
+
+
+@pytest.mark.parametrize("with_index", [False, True], ids=["hop", "index"])
+def test_a_batch_overlapped_by_a_checksum_valid_one_is_read(
+    tmp_path: Path, with_index: bool
+) -> None:
+    """616161:140956's shape -- a batch cut 3 bytes short, followed by an intact batch whose
+    first 3 bytes equal what was cut: the cut batch is checksum-valid over its stated extent,
+    so reading stood 3 bytes into the intact batch, found no entry there and lost 4..6. A
+    batch whose own CRC-32C checks, starting at most its offset and length fields back, running
+    past that point, and whose offset field's bytes before it are those of the next offset
+    (here 4: zeros), is read; a byte-range split (cut where the entries are walked, or at the
+    .index position of the batch 4..6) returns the same rows as a whole-segment read."""
+    data, overlapped = _overlapping_log()
+    path = write(tmp_path, data)
+    if with_index:
+        table = scan_entries(data[:overlapped] + data[overlapped + 3 :])  # as the broker wrote
+        positions = table.positions.copy()
+        positions[-1] = overlapped
+        index, _ = kidx.build_indexes(
+            positions, table.sizes, table.last_offsets, table.max_timestamps, 0, 32
+        )
+        (Path(path) / f"{SEGMENT}.index").write_bytes(index)
+    whole = list(range(7))
+    with collect_damage() as events:
+        assert offsets(path) == whole
+    # the bytes 3 into the batch 4..6, where reading stood: no entry, nothing skipped
+    assert [(e.kind, e.position, e.records, e.skipped_bytes) for e in events] == [
+        (DamageKind.UNFRAMED, overlapped + 3, 0, 0)
+    ]
+    assert offsets(path, verifyChecksums=False) == whole
+    assert offsets(path, iteration="shallow") == [1, 3, 6]
+    assert offsets(path, startingOffsets='{"t":{"0":4}}') == [4, 5, 6]
+    for limit in (40, 100, 150, 200, 250, 300):
+        assert offsets(path, maxBytesPerPartition=limit) == whole
+
+
+def test_a_batch_stored_inside_a_valid_batch_is_not_read(tmp_path: Path) -> None:
+    """A valid batch whose last record's value is a whole batch (offsets 10..12) verbatim,
+    then bytes that frame no entry: the stored batch ends inside the valid one, so it is no
+    batch the valid one overlaps (it would be a row no entry of the log holds)."""
+    stored = v2(10, 3)
+    outer = encode_batch([RecordSpec(stored, b"k")], base_offset=0)
+    path = write(tmp_path, outer + b"\x07" * 80)
+    assert offsets(path) == [0]
+
+
+def test_search_stops_where_a_batchs_checksum_proves_it_ends(tmp_path: Path) -> None:
+    """A search past damage (17 bytes of 0xff after the batch 0..2) passes the valid batch
+    0..1 (offsets go back); at its end a batch 3..4 whose size field grew by the length of the
+    next batch, so it leads exactly to the intact batch 7..8. Its own CRC-32C proves it ends
+    where the intact batch 5..6 starts, and :meth:`Resync.resume_after` resumes there when
+    reading frames it; the search skipped it whole to 7..8 and lost 5..6. A byte-range split
+    cut at the .index position of 5..6 read them: it differed from the whole-segment read."""
+    good, back, grown, proven, after = v2(0, 3), v2(0, 2), v2(3, 2), v2(5, 2), v2(7, 2)
+    damaged = bytearray(grown)
+    struct.pack_into(">i", damaged, 8, len(grown) - 12 + len(proven))
+    data = good + b"\xff" * 17 + back + bytes(damaged) + proven + after
+    path = write(tmp_path, data)
+    whole = [0, 1, 2, 5, 6, 7, 8]
+    assert offsets(path) == whole
+    assert offsets(path, verifyChecksums=False) == whole
+    table = scan_entries(proven + after)
+    start = len(good) + 17 + len(back) + len(grown)
+    index, _ = kidx.build_indexes(
+        table.positions + start, table.sizes, table.last_offsets, table.max_timestamps, 0, 32
+    )
+    (Path(path) / f"{SEGMENT}.index").write_bytes(index)
+    for limit in (360, 400, 460):  # cut at 352 (5..6), or not cut
+        assert offsets(path, maxBytesPerPartition=limit) == whole
+
+
+def test_torn_write_check_reads_a_damaged_size_fields_extent_in_bounded_pieces() -> None:
+    """A bad entry whose size field leads 1.5 MiB on, into the trailing zeros of a valid batch
+    (offsets 0..0, not above the last good offset 100) that ends the file 30 bytes after that
+    point: no torn write, since that batch runs past where the size field leads. The search for
+    it read the whole 1.5 MiB at once; no read asks for more than 1 MiB and a header now."""
+    tail = encode_batch([RecordSpec(b"v" + bytes(40), b"k")], base_offset=0)
+    assert tail.endswith(bytes(41))
+    end = 3 << 19
+    bad = bytearray(b"\x07" * (end - len(tail) + 30))  # its last 30 bytes after ``end``
+    struct.pack_into(">qi", bad, 0, 0, end - 12)  # offset 0, size field leading to ``end``
+    asked: list[int] = []
+    assert not in_memory_resync(bytes(bad) + tail, 100, asked).is_torn_write(0)
+    assert max(asked) <= (1 << 20) + 64
+    zeros = bytes(bad) + bytes(len(tail))  # zeros from ``end`` on
+    assert in_memory_resync(zeros, 100).is_torn_write(0)
