@@ -226,10 +226,10 @@ class _TaskReader:
             scanned = self.source.scan_window(pos, want)
             window, positions, magics = scanned.window, scanned.positions, scanned.magics
             outcome, stop = scanned.outcome, scanned.stop
-            # entries must start inside the task's range
-            keep = positions + pos < self.range_end
-            reaches_end = not keep.all()
+            # entries must start inside the task's range (positions increase: the last one says)
+            reaches_end = positions.shape[0] > 0 and pos + int(positions[-1]) >= self.range_end
             if reaches_end:
+                keep = positions + pos < self.range_end
                 positions, magics = positions[keep], magics[keep]
             oversize = self._first_oversize(positions, stop)
             if oversize is not None:
@@ -307,8 +307,8 @@ class _TaskReader:
 
     def _first_oversize(self, positions: np.ndarray, stop: int) -> int | None:
         """Index of the first framed entry longer than maxBatchBytes, if any."""
-        if not positions.shape[0]:
-            return None
+        if not positions.shape[0] or stop <= self.options.max_batch_bytes:
+            return None  # (no entry is longer than the window's framed bytes)
         lengths = np.diff(positions, append=stop)
         over = np.flatnonzero(lengths > self.options.max_batch_bytes)
         return int(over[0]) if over.shape[0] else None
