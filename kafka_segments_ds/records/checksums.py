@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import zlib
 from types import ModuleType
+from typing import Any, cast
 
 from kafka_segments_ds.records import crc_kernels
 
@@ -25,13 +26,14 @@ def crc32(data: bytes | bytearray | memoryview) -> int:
 def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli) as stored by magic-2 batches."""
     if crc_kernels.COMPILED:
-        return int(crc_kernels.crc32c_range(data, 0, memoryview(data).nbytes))
-    return _package().crc32c(data)
+        # the compiled kernel takes any contiguous buffer of bytes
+        return int(crc_kernels.crc32c_range(cast(Any, data), 0, memoryview(data).nbytes))
+    return int(_package().crc32c(data))
 
 
 def crc32c_update(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-32C of what ``crc`` covered followed by ``data`` (a checksum computed in pieces)."""
-    return _package().crc32c(data, crc)
+    return int(_package().crc32c(data, crc))
 
 
 def _package() -> ModuleType:
