@@ -1,5 +1,8 @@
 """Arrow column builders: a window's row arrays -> one ``pa.RecordBatch`` with the task's
-columns. Buffers come from Arrow's pool and are filled in place by the gather kernels."""
+columns. Buffers come from Arrow's pool and are filled in place by the gather kernels; the
+fixed-width columns and the binary offsets of a window share one allocation (a :class:`_Slab`):
+each allocation is a call into the pool that lets go of the GIL, which the read-ahead thread
+may then hold for a while."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from kafka_segments_ds.schema import HEADER_TYPE, TIMESTAMP_TYPE, arrow_schema
 
 _MAX_MS = (2**63 - 1) // 1000
 GATHER_LIMIT = 1 << 30  # key/value bytes per Arrow array chunk (binary offsets are int32)
+# bytes a row takes in the window's slab, and bytes more a column takes (binary offsets: n + 1)
+_SLAB_BYTES = {"key": (4, 4), "value": (4, 4), "offset": (8, 0), "timestamp": (8, 0)}
+_SLAB_BYTES["timestampType"] = (4, 0)
 
 
 class ColumnBuilder:
@@ -25,6 +31,7 @@ class ColumnBuilder:
         self.bounds = bounds
         self.schema = arrow_schema(columns)
         self._constants: dict[str, pa.Array] = {}  # topic/partition/segment columns
+        self._slab_columns = {c: _SLAB_BYTES[c] for c in columns if c in _SLAB_BYTES}
 
     def build(
         self,
@@ -36,22 +43,25 @@ class ColumnBuilder:
         """The batch of rows ``r`` (their entries' fields in ``entries``)."""
         n = r["offset"].shape[0]
         b = self.bounds
+        slab = _Slab(
+            sum(_aligned(per_row * n + extra) for per_row, extra in self._slab_columns.values())
+        )
         out = []
         for name in self.columns:
             if name == "key":
-                out.append(binary_column(window, arena, r["kpos"], r["klen"]))
+                out.append(binary_column(window, arena, r["kpos"], r["klen"], slab=slab))
             elif name == "value":
-                out.append(binary_column(window, arena, r["vpos"], r["vlen"]))
+                out.append(binary_column(window, arena, r["vpos"], r["vlen"], slab=slab))
             elif name == "topic":
                 out.append(self._constant("topic", b.topic, pa.string(), n))
             elif name == "partition":
                 out.append(self._constant("partition", b.partition, pa.int32(), n))
             elif name == "offset":
-                out.append(_fixed_width(r["offset"], pa.int64()))
+                out.append(_fixed_width(r["offset"], pa.int64(), slab))
             elif name == "timestamp":
-                out.append(timestamp_column(r["ts"]))
+                out.append(timestamp_column(r["ts"], slab))
             elif name == "timestampType":
-                out.append(_fixed_width(r["ts_type"], pa.int32()))
+                out.append(_fixed_width(r["ts_type"], pa.int32(), slab))
             elif name == "headers":
                 out.append(headers_column(window, arena, r["hpos"], r["hcount"]))
             elif name == "segment":
@@ -119,14 +129,42 @@ def _strings(values: tuple[str, ...] | list[str]) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), data])
 
 
-def _allocate(n: int, dtype: type) -> tuple[pa.Buffer, np.ndarray]:
-    """An output buffer from Arrow's pool (which reuses freed memory) and a numpy view of it."""
+def _aligned(nbytes: int) -> int:
+    return (nbytes + 63) & ~63  # Arrow's buffer alignment
+
+
+class _Slab:
+    """One buffer from Arrow's pool, handed out in 64-byte aligned pieces (a window's
+    fixed-width columns and binary offsets: one allocation for all of them)."""
+
+    def __init__(self, nbytes: int) -> None:
+        self._buffer = pa.allocate_buffer(nbytes)
+        self._bytes = np.frombuffer(self._buffer, np.uint8)
+        self._used = 0
+
+    def take(self, n: int, dtype: type) -> tuple[pa.Buffer, np.ndarray]:
+        """A piece for ``n`` values of ``dtype`` and a numpy view of it."""
+        size = n * np.dtype(dtype).itemsize
+        start = self._used
+        if start + size > self._bytes.shape[0]:
+            raise AssertionError("slab sized too small")  # a builder bug, not data
+        self._used = start + _aligned(size)
+        return self._buffer.slice(start, size), self._bytes[start : start + size].view(dtype)
+
+
+def _allocate(n: int, dtype: type, slab: _Slab | None = None) -> tuple[pa.Buffer, np.ndarray]:
+    """An output buffer from Arrow's pool (which reuses freed memory), or a piece of ``slab``,
+    and a numpy view of it."""
+    if slab is not None:
+        return slab.take(n, dtype)
     buf = pa.allocate_buffer(n * np.dtype(dtype).itemsize)
     return buf, np.frombuffer(buf, dtype, n)
 
 
-def _fixed_width(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-    buf, view = _allocate(values.shape[0], arrow_type.to_pandas_dtype())
+def _fixed_width(
+    values: np.ndarray, arrow_type: pa.DataType, slab: _Slab | None = None
+) -> pa.Array:
+    buf, view = _allocate(values.shape[0], arrow_type.to_pandas_dtype(), slab)
     np.copyto(view, values, casting="unsafe")
     return pa.Array.from_buffers(arrow_type, values.shape[0], [None, buf])
 
@@ -143,8 +181,10 @@ def binary_column(
     pos: np.ndarray,
     length: np.ndarray,
     arrow_type: pa.DataType | None = None,
+    slab: _Slab | None = None,
 ) -> pa.Array:
-    """Gather ``[pos, pos + length)`` slices (length -1 = null) into a binary/string array."""
+    """Gather ``[pos, pos + length)`` slices (length -1 = null) into a binary/string array
+    (its offsets in ``slab`` when given and the array is one piece)."""
     arrow_type = arrow_type or pa.binary()
     n = pos.shape[0]
     bounds = [0, n]
@@ -162,7 +202,7 @@ def binary_column(
             )
     pieces = []
     for lo, hi in itertools.pairwise(bounds):
-        offsets_buf, offsets = _allocate(hi - lo + 1, np.int32)
+        offsets_buf, offsets = _allocate(hi - lo + 1, np.int32, slab if len(bounds) == 2 else None)
         size = K.binary_offsets(length[lo:hi], offsets)
         data_buf, data = _allocate(size, np.uint8)
         K.use_threads(size)
@@ -176,7 +216,7 @@ def binary_column(
     return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
 
 
-def timestamp_column(ts_ms: np.ndarray) -> pa.Array:
+def timestamp_column(ts_ms: np.ndarray, slab: _Slab | None = None) -> pa.Array:
     """Kafka milliseconds -> Arrow timestamp[us, UTC]; -1 (no timestamp) -> null."""
     valid = ts_ms != -1
     # a millisecond value this far out (garbage, ±292,000 years) has no microsecond form
@@ -184,7 +224,7 @@ def timestamp_column(ts_ms: np.ndarray) -> pa.Array:
     if out_of_range.any():
         valid &= ~out_of_range
         ts_ms = np.where(out_of_range, 0, ts_ms)
-    buf, micros = _allocate(ts_ms.shape[0], np.int64)
+    buf, micros = _allocate(ts_ms.shape[0], np.int64, slab)
     np.multiply(ts_ms, 1000, out=micros)
     return pa.Array.from_buffers(TIMESTAMP_TYPE, ts_ms.shape[0], [_validity(valid), buf])
 

@@ -180,11 +180,16 @@ class SegmentSource:
         )
 
     def _settle(self) -> ScannedWindow | None:
-        """Wait for a read-ahead in flight (its buffer must be quiet); return its window."""
+        """Wait for a read-ahead in flight (its buffer must be quiet); return its window. One
+        the helper thread has not started yet is called off (None: the caller reads the window
+        itself): on a host whose other cores are busy, waiting for the thread to be scheduled
+        costs more than the read."""
         if self._pending is None:
             return None
         future = self._pending[2]
         self._pending = None
+        if future.cancel():
+            return None
         try:
             return future.result()
         except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -20,12 +21,14 @@ import pyarrow.fs as pafs
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import DataLossError, LimitExceededError
 from kafka_segments_ds.options import ReadOptions
-from kafka_segments_ds.reader.damage import DamagePolicy, be_int
 from kafka_segments_ds.reader.rows import Fault, TaskBounds
 from kafka_segments_ds.reader.source import ScannedWindow, SegmentSource
 from kafka_segments_ds.reader.window import WindowDecoder
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.scan_task import ScanTask
+
+if TYPE_CHECKING:
+    from kafka_segments_ds.reader.damage import DamagePolicy
 
 # Local windows smaller than this are read in the foreground: a thread switch (the GIL) costs
 # more than reading them. Remote ones are always read ahead (a request's latency).
@@ -185,15 +188,25 @@ class _TaskReader:
         if task.after_offset is not None:  # a byte-range piece: the order rule carries over
             state = self.decoder.state
             state.last_offset = max(state.last_offset, task.after_offset)
-        self.damage = DamagePolicy(
-            options,
-            source.read,
-            shown=shown,
-            file_end=source.size,
-            range_end=self.range_end,
-            last_offset=lambda: self.decoder.last_offset,
-            next_base_offset=task.next_base_offset,
-        )
+        self.shown = shown
+        self._damage: DamagePolicy | None = None
+
+    @property
+    def damage(self) -> DamagePolicy:
+        """The damage policy, made (and its module imported) at the first damage seen."""
+        if self._damage is None:
+            from kafka_segments_ds.reader.damage import DamagePolicy
+
+            self._damage = DamagePolicy(
+                self.options,
+                self.source.read,
+                shown=self.shown,
+                file_end=self.file_end,
+                range_end=self.range_end,
+                last_offset=lambda: self.decoder.last_offset,
+                next_base_offset=self.task.next_base_offset,
+            )
+        return self._damage
 
     # -- window loop -------------------------------------------------------------------------
 
@@ -203,7 +216,8 @@ class _TaskReader:
         try:
             yield from self._windows(read_ahead)
         finally:
-            self.damage.log_summary()
+            if self._damage is not None:
+                self._damage.log_summary()
 
     def _windows(self, read_ahead: Callable[[], None] | None) -> Iterator[pa.RecordBatch]:
         pos = self.task.start_position
@@ -212,10 +226,10 @@ class _TaskReader:
             scanned = self.source.scan_window(pos, want)
             window, positions, magics = scanned.window, scanned.positions, scanned.magics
             outcome, stop = scanned.outcome, scanned.stop
-            # entries must start inside the task's range
-            keep = positions + pos < self.range_end
-            reaches_end = not keep.all()
+            # entries must start inside the task's range (positions increase: the last one says)
+            reaches_end = positions.shape[0] > 0 and pos + int(positions[-1]) >= self.range_end
             if reaches_end:
+                keep = positions + pos < self.range_end
                 positions, magics = positions[keep], magics[keep]
             oversize = self._first_oversize(positions, stop)
             if oversize is not None:
@@ -261,13 +275,13 @@ class _TaskReader:
         resume: int | None
         if fault is not None:  # raises in FAILFAST mode
             rel = fault.position - pos
-            size = be_int(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
+            size = _be_int(window, rel + 8, rel + 12) if rel + 12 <= window.shape[0] else 0
             seen = window[rel : rel + 12 + max(size, 0)].tobytes()
             resume = self.damage.fail(fault.error, fault.position, fault.offset, seen)
         elif oversize is not None and not self.decoder.reached_end:
             # the same bound, the same way, wherever the entry sits in the window
             p = int(scanned.positions[oversize])
-            resume = self._too_large(pos + p, be_int(window, p + 8, p + 12) + 12)
+            resume = self._too_large(pos + p, _be_int(window, p + 8, p + 12) + 12)
         elif reaches_end or self.decoder.reached_end or next_pos >= self.range_end:
             return None
         elif outcome == K.FRAMING_END:
@@ -279,7 +293,7 @@ class _TaskReader:
                 if window.shape[0] >= stop + 12
                 else self.source.read(next_pos, 12)
             )
-            size = be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
+            size = _be_int(header, 8, 12) if (header.shape[0] >= 12) else -1
             entry_len = 12 + size
             if header.shape[0] >= 12 and size >= 14 and next_pos + entry_len <= self.file_end:
                 if entry_len <= self.options.max_batch_bytes:
@@ -293,15 +307,15 @@ class _TaskReader:
 
     def _first_oversize(self, positions: np.ndarray, stop: int) -> int | None:
         """Index of the first framed entry longer than maxBatchBytes, if any."""
-        if not positions.shape[0]:
-            return None
+        if not positions.shape[0] or stop <= self.options.max_batch_bytes:
+            return None  # (no entry is longer than the window's framed bytes)
         lengths = np.diff(positions, append=stop)
         over = np.flatnonzero(lengths > self.options.max_batch_bytes)
         return int(over[0]) if over.shape[0] else None
 
     def _too_large(self, position: int, length: int) -> int | None:
         """Report an entry over maxBatchBytes (FAILFAST raises; else where to go on)."""
-        offset = be_int(self.source.read(position, 8), 0, 8)
+        offset = _be_int(self.source.read(position, 8), 0, 8)
         return self.damage.fail(
             LimitExceededError(
                 f"entry of {length} bytes exceeds maxBatchBytes {self.options.max_batch_bytes}"
@@ -309,3 +323,8 @@ class _TaskReader:
             position,
             offset,
         )
+
+
+def _be_int(buf: np.ndarray, start: int, stop: int) -> int:
+    """The signed big-endian integer in ``buf[start:stop]``."""
+    return int.from_bytes(buf[start:stop].tobytes(), "big", signed=True)

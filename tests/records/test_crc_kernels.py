@@ -74,3 +74,20 @@ def test_hardware_path_is_chosen_where_the_cpu_has_it() -> None:
         pytest.skip("no /proc/cpuinfo")
     has_sse42 = platform.machine().lower() in ("x86_64", "amd64") and " sse4_2" in flags
     assert has_sse42 == C.HARDWARE
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"a", bytes(BUF[:4000]), bytearray(BUF[3:6148]), memoryview(BUF.tobytes())[9:30009]],
+    ids=["empty", "one", "bytes", "bytearray", "memoryview"],
+)
+def test_checksums_crc32c_matches_the_package(data: bytes | bytearray | memoryview) -> None:
+    from kafka_segments_ds.records import checksums
+
+    assert checksums.crc32c(data) == crc32c.crc32c(bytes(data))
+    assert type(checksums.crc32c(data)) is int
+    # in pieces (the package does the seeded form)
+    half = len(data) // 2
+    assert checksums.crc32c_update(data[half:], checksums.crc32c(data[:half])) == crc32c.crc32c(
+        bytes(data)
+    )
