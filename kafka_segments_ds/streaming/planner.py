@@ -40,7 +40,15 @@ from kafka_segments_ds.records.batches import (
 from kafka_segments_ds.scan_task import ScanTask
 from kafka_segments_ds.selection import Bounds
 from kafka_segments_ds.streaming.listing import ArchiveListing, TopicPartition
-from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
+from kafka_segments_ds.tail import (
+    WINDOW_BYTES,
+    Damage,
+    Decodes,
+    SegmentTail,
+    records_decode,
+    tail_start,
+    walk_tail,
+)
 from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 log = logging.getLogger(__name__)
@@ -84,14 +92,22 @@ def scan_tail(
         else:
             position = tail_start(filesystem, seg, read, VERIFY_ENTRY_BYTES)
             next_offset = seg.base_offset
+        options = options or ReadOptions()
         return walk_tail(
             read,
             seg.size,
             position,
             next_offset,
-            on_damage=_StreamDamage(filesystem, seg, read, options or ReadOptions()),
+            on_damage=_StreamDamage(filesystem, seg, read, options),
             check_limit=VERIFY_ENTRY_BYTES,
+            decodes=_decodes(options),
         )
+
+
+def _decodes(options: ReadOptions) -> Decodes | None:
+    """Whether the reader returns an entry's records (deep iteration, as the micro-batches read;
+    :mod:`~kafka_segments_ds.tail`)."""
+    return records_decode(options.max_decompressed_bytes) if options.deep else None
 
 
 class _StreamDamage:
