@@ -151,3 +151,18 @@ def test_a_last_batch_that_does_not_decode_is_not_the_latest_offset(tmp_path: Pa
     # last offset) and drops C, and so does the log end
     assert batch_offsets(logs, iteration="shallow") == [10, 20]
     assert log_end(logs, parse_read_options({"iteration": "shallow"})) == 21
+
+
+def test_a_micro_batch_is_not_cut_at_a_dropped_batch_at_its_end_offset(tmp_path: Path) -> None:
+    """A 0..2, U 10..10 whose records do not decode, C 4..7, D 8..9 (20260601:94, a
+    decompression bomb): the reader returns A, C and D, so the latest offset is 10. A
+    micro-batch [0, 10) bounded by end offset 10 ended at U (its first offset is 10) and
+    returned 0..2 only, and 4..9 were never emitted."""
+    logs, _ = log_dir(tmp_path, batch(0, 2), undecodable(10, 10), batch(4, 7), batch(8, 9))
+    rows = [0, 1, 2, *range(4, 10)]
+    assert batch_offsets(logs) == rows
+    planner = dropping_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 10}
+    assert streamed(planner, 0, 10) == rows
+    assert streamed(planner, 3, 10) == rows[3:]
+    assert log_end(logs) == 10
