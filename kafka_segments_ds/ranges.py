@@ -53,7 +53,17 @@ def log_end_offset(
     dropped whole, and so is a batch whose records do not decode (deep iteration). ``None``
     when that cannot be told without the reader's resynchronisation: other damage, or entries
     that do not end exactly at the end of the file (a torn or damaged tail)."""
-    options = options or ReadOptions()
-    limit = options.max_decompressed_bytes if options.deep else None
+    limit = decode_limit(options or ReadOptions())
     tail = segment_tail(filesystem, seg, on_damage=skip_dropped, max_decompressed_bytes=limit)
     return tail.next_offset if tail.end_position == seg.size else None
+
+
+def decode_limit(options: ReadOptions) -> int | None:
+    """The ``max_decompressed_bytes`` of a tail walk that decodes as the reader does with
+    ``options`` (:mod:`~kafka_segments_ds.tail`), or None for one that does not: with shallow
+    iteration the reader decodes no records, and with verifyChecksums=false it may return
+    entries whose checksum fails, which no tail walk counts (an undecodable batch after them
+    would take the tail back below their offsets)."""
+    if not options.deep or not options.verify_checksums:
+        return None
+    return options.max_decompressed_bytes

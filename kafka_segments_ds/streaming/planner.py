@@ -29,6 +29,7 @@ from kafka_segments_ds.errors import CommitInProgressError, DataLossError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
+from kafka_segments_ds.ranges import decode_limit
 from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.task import read_task
 from kafka_segments_ds.records import kernels as K
@@ -107,7 +108,8 @@ def scan_tail(
 def _decodes(options: ReadOptions) -> Decodes | None:
     """Whether the reader returns an entry's records (deep iteration, as the micro-batches read;
     :mod:`~kafka_segments_ds.tail`)."""
-    return records_decode(options.max_decompressed_bytes) if options.deep else None
+    limit = decode_limit(options)
+    return None if limit is None else records_decode(limit)
 
 
 class _StreamDamage:

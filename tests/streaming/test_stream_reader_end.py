@@ -166,3 +166,18 @@ def test_a_micro_batch_is_not_cut_at_a_dropped_batch_at_its_end_offset(tmp_path:
     assert streamed(planner, 0, 10) == rows
     assert streamed(planner, 3, 10) == rows[3:]
     assert log_end(logs) == 10
+
+
+def test_unchecked_checksums_keep_the_entries_the_walk_passed_over(tmp_path: Path) -> None:
+    """verifyChecksums=false (424242:15801): the reader returns A 0..1 whose checksum fails,
+    which the tail walk passes over, and drops U 2..3 whose records do not decode. Decoding U
+    took the latest offset back to 0 (A never emitted): with unchecked checksums the walk does
+    not decode, and the latest offset stays 4."""
+    a = bytearray(batch(0, 1))
+    a[17] ^= 0xFF  # the stored CRC
+    logs, _ = log_dir(tmp_path, bytes(a), undecodable(2, 3))
+    assert batch_offsets(logs, verifyChecksums="false") == [0, 1]
+    unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
+    planner = StreamPlanner([str(logs)], unchecked, limits)
+    assert planner.next_offsets({TP: 0}) == {TP: 4}
+    assert streamed(planner, 0, 4) == [0, 1]
