@@ -210,7 +210,7 @@ class _Scan:
                     "start at the earliest available offset)"
                 )
             start = EARLIEST
-        check_offset_range(self.filesystem, part, start, end)
+        check_offset_range(self.filesystem, part, start, end, self.options)
         return self.pruning.narrow(
             None if start == EARLIEST else start, None if end == LATEST else end
         )

@@ -10,16 +10,21 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
-from kafka_segments_ds.options import begin_after_end_message
-from kafka_segments_ds.tail import Damage, segment_tail, skip_dropped
+from kafka_segments_ds.options import ReadOptions, begin_after_end_message
+from kafka_segments_ds.tail import segment_tail, skip_dropped
 
 
 def check_offset_range(
-    filesystem: pafs.FileSystem, part: PartitionLog, start: int, end: int
+    filesystem: pafs.FileSystem,
+    part: PartitionLog,
+    start: int,
+    end: int,
+    options: ReadOptions | None = None,
 ) -> None:
     """Raise :class:`InvalidOptionError` when ``start`` (an offset, or negative for earliest)
     lies after ``end`` (an exclusive offset, or negative for latest) or after the log end
-    offset. A start equal to the end is an empty range, as in Kafka."""
+    offset (:func:`log_end_offset` with ``options``). A start equal to the end is an empty
+    range, as in Kafka."""
     if start < 0 or not part.segments:
         return
     if 0 <= end < start:
@@ -30,7 +35,7 @@ def check_offset_range(
     last = part.segments[-1]
     if start <= last.base_offset:
         return  # the last segment's name is an offset the log has reached
-    log_end = log_end_offset(filesystem, last)
+    log_end = log_end_offset(filesystem, last, options)
     if log_end is not None and start > log_end:
         raise InvalidOptionError(
             begin_after_end_message(start, log_end, part.topic, part.partition)
@@ -39,25 +44,26 @@ def check_offset_range(
         )
 
 
-def log_end_offset(filesystem: pafs.FileSystem, seg: SegmentRef) -> int | None:
-    """The offset after the last entry of ``seg`` the reader can return (its base offset when
-    empty), by the reader's own rules (:mod:`~kafka_segments_ds.tail`): a checksum-valid entry
-    whose offsets do not follow is dropped whole. ``None`` when that cannot be told without the
-    reader's resynchronisation: other damage, or entries that do not end exactly at the end of
-    the file (a torn or damaged tail).
+def log_end_offset(
+    filesystem: pafs.FileSystem, seg: SegmentRef, options: ReadOptions | None = None
+) -> int | None:
+    """The offset after the last entry of ``seg`` the reader returns with ``options`` (its base
+    offset when empty), by the reader's own rules (:mod:`~kafka_segments_ds.tail`): a
+    checksum-valid entry whose offsets do not follow those of the last entry returned is
+    dropped whole, and so is a batch whose records do not decode (deep iteration). ``None``
+    when that cannot be told without the reader's resynchronisation: other damage, or entries
+    that do not end exactly at the end of the file (a torn or damaged tail)."""
+    limit = decode_limit(options or ReadOptions())
+    tail = segment_tail(filesystem, seg, on_damage=skip_dropped, max_decompressed_bytes=limit)
+    return tail.next_offset if tail.end_position == seg.size else None
 
-    The walk does not decode records, and the reader drops a checksum-valid entry whose
-    records do not decode: the entries after it whose offsets go back from it may then be
-    returned. So a checksum-valid entry passed over for its offsets still bounds the log end:
-    the end is the offset after the highest of them all (515151:39109: a batch 10..10 whose
-    records do not decode, then 3..16, made 11 the end although the reader returns 15)."""
-    passed = seg.base_offset
 
-    def skip(damage: Damage) -> int | None:
-        nonlocal passed
-        if damage.checksum_valid and damage.entry is not None:
-            passed = max(passed, damage.entry.last_offset + 1)
-        return skip_dropped(damage)
-
-    tail = segment_tail(filesystem, seg, on_damage=skip)
-    return max(tail.next_offset, passed) if tail.end_position == seg.size else None
+def decode_limit(options: ReadOptions) -> int | None:
+    """The ``max_decompressed_bytes`` of a tail walk that decodes as the reader does with
+    ``options`` (:mod:`~kafka_segments_ds.tail`), or None for one that does not: with shallow
+    iteration the reader decodes no records, and with verifyChecksums=false it may return
+    entries whose checksum fails, which no tail walk counts (an undecodable batch after them
+    would take the tail back below their offsets)."""
+    if not options.deep or not options.verify_checksums:
+        return None
+    return options.max_decompressed_bytes

@@ -17,6 +17,17 @@ byte 0):
 
 A legacy entry is ordered by its offset field, the last offset of a compressed wrapper (the
 first is inside its compressed payload); the reader also compares the first.
+
+The walk does not decode records, but the reader (deep iteration) drops a checksum-valid batch
+whose records do not decode, and its offsets do not raise the reader's order floor: a later
+entry whose offsets go back from it may then be returned (515151:39109). Given ``decodes``
+(:func:`records_decode`), the walk asks it lazily, only where it matters: when a checksum-valid
+entry's offsets go back, the counted entries it goes back over are decoded from the last one
+down, and those that do not decode are uncounted, until one that decodes (the entry is dropped,
+as the reader drops it) or none is left above it (the entry counts); and at the end, the last
+counted entry is decoded, so the tail's offset is 1 + the last offset of the last entry the
+reader returns, never that of an entry it drops nor of one it passes over (a batch whose offsets
+go back over a valid one is dropped whatever its last offset).
 """
 
 from __future__ import annotations
@@ -29,8 +40,9 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import ChecksumError, CorruptSegmentError
+from kafka_segments_ds.errors import ChecksumError, CorruptSegmentError, MissingCodecError
 from kafka_segments_ds.layout import SegmentRef
+from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import (
     ENTRY_HEAD_BYTES,
     EntryHead,
@@ -43,9 +55,11 @@ from kafka_segments_ds.records.batches import (
     walk_entries,
 )
 from kafka_segments_ds.records.checksums import crc32, crc32c
+from kafka_segments_ds.records.compression import decompress
 
 WINDOW_BYTES = 1 << 20  # reads of the walk
 MAX_REREADS = 8  # a place ``on_damage`` sends the walk back to (rewritten since read), per walk
+V2_OVERHEAD = 61  # bytes of a v2 batch before its first record
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +69,11 @@ class SegmentTail:
     size: int
     end_position: int  # after the last entry counted or passed over as damage
     next_offset: int  # the offset after the last counted entry (the base offset: none)
+
+
+Decodes = Callable[[np.ndarray], bool]
+"""``decodes(entry)``: whether the reader returns the records of a whole, checksum-valid entry
+(its bytes; :func:`records_decode`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,17 +154,22 @@ def walk_tail(
     next_base: int | None = None,
     on_damage: OnDamage = stop,
     check_limit: int | None = None,
+    decodes: Decodes | None = None,
 ) -> SegmentTail:
     """Walk the entries from ``position`` (an entry boundary; the entries before it end with
     offset ``next_offset - 1``) to the end of a file of ``size`` bytes, by the reader's rules
-    (module docstring). Entries longer than ``check_limit`` count on their framing alone."""
+    (module docstring). Entries longer than ``check_limit`` count on their framing alone (and
+    are not decoded). ``decodes``: whether the reader returns an entry's records (module
+    docstring); None: every checksum-valid entry counts (shallow iteration, the writer)."""
     read = _bounded(read, size)
+    kept = _Kept(next_offset, decodes, check_limit, read)
     end = position
     rereads = 0
     while position < size:
         damage: Damage | None = None
         framed = position  # where the framing of this pass stops
         for walked in walk_entries(read, position, size, WINDOW_BYTES, size):
+            kept.window = walked
             for at in walked.positions.tolist():
                 start = walked.base + at
                 head = decode_entry_head(walked.window[at : at + ENTRY_HEAD_BYTES], start)
@@ -154,26 +178,98 @@ def walk_tail(
                     assert head is not None
                 framed = start + head.length
                 damage = _judge(read, head, walked, at, next_offset, next_base, check_limit)
+                if damage is not None and kept.goes_back(damage):
+                    next_offset = kept.floor_below(head.offset)
+                    damage = _judge(read, head, walked, at, next_offset, next_base, check_limit)
                 if damage is not None:
                     break
+                kept.count(head)
                 next_offset, end = head.last_offset + 1, framed
             if damage is not None:
                 break
         if damage is None:
             if framed >= size:
-                return SegmentTail(size, max(end, framed), next_offset)
+                return SegmentTail(size, max(end, framed), kept.next_offset())
             damage = _framing_damage(read, framed, next_offset)
         resume = on_damage(damage)
         if resume is None:
-            return SegmentTail(size, end, next_offset)
+            return SegmentTail(size, end, kept.next_offset())
         if resume <= damage.position:  # read it again: it changed since it was read
             rereads += 1
             if rereads > MAX_REREADS:
-                return SegmentTail(size, end, next_offset)
+                return SegmentTail(size, end, kept.next_offset())
         else:
             end = min(resume, size)
         position = resume
-    return SegmentTail(size, end, next_offset)
+    return SegmentTail(size, end, kept.next_offset())
+
+
+class _Kept:
+    """The entries a walk counted, for the reader's order floor (module docstring): entries it
+    drops for records that do not decode are uncounted when that is asked."""
+
+    def __init__(
+        self, start: int, decodes: Decodes | None, check_limit: int | None, read: Read
+    ) -> None:
+        self.read = read
+        self.window: EntryWindow | None = None  # the walk's last window
+        self.start = start  # the next offset before the walk's first entry
+        self.end = start  # the next offset after the last counted entry
+        self.decodes, self.check_limit = decodes, check_limit
+        self.entries: list[EntryHead] = []  # given ``decodes``: those counted
+        self.returned: set[int] = set()  # positions of entries that decode
+
+    def count(self, head: EntryHead) -> None:
+        self.end = head.last_offset + 1
+        if self.decodes is not None:
+            self.entries.append(head)
+
+    def goes_back(self, damage: Damage) -> bool:
+        """Whether ``damage`` is a checksum-valid entry whose offsets go back from the last
+        counted entry's, one that may count once entries the reader drops are uncounted."""
+        entry = damage.entry
+        return (
+            self.decodes is not None
+            and bool(self.entries)
+            and damage.checksum_valid
+            and entry is not None
+            and entry.offset <= damage.last_offset
+            and entry.offset <= entry.last_offset
+        )
+
+    def floor_below(self, offset: int) -> int:
+        """Uncount the last counted entries from ``offset`` on that do not decode, down to one
+        that does; the next offset after what is left."""
+        entries = self.entries
+        while entries and entries[-1].last_offset >= offset and not self._returned(entries[-1]):
+            entries.pop()
+        return entries[-1].last_offset + 1 if entries else self.start
+
+    def next_offset(self) -> int:
+        """The offset after the last counted entry the reader returns (ends a walk)."""
+        entries = self.entries
+        if self.decodes is None:
+            return self.end
+        while entries and not self._returned(entries[-1]):
+            entries.pop()
+        return entries[-1].last_offset + 1 if entries else self.start
+
+    def _returned(self, head: EntryHead) -> bool:
+        if head.position in self.returned:
+            return True
+        assert self.decodes is not None
+        if self.check_limit is not None and head.length > self.check_limit:
+            return True  # counted on its framing alone
+        walked = self.window  # the entry is in it, unless the walk went on past its window
+        at = head.position - walked.base if walked is not None else -1
+        if walked is not None and at >= 0 and at + head.length <= walked.window.shape[0]:
+            data = walked.window[at : at + head.length]
+        else:
+            data = as_array(self.read(head.position, head.length))
+        if not self.decodes(data):
+            return False
+        self.returned.add(head.position)
+        return True
 
 
 def _judge(
@@ -226,6 +322,61 @@ def _framing_damage(read: Read, position: int, next_offset: int) -> Damage:
     return Damage(position, offset, next_offset - 1, None, None, False)
 
 
+def records_decode(max_decompressed_bytes: int) -> Decodes:
+    """A walk's ``decodes`` (:func:`walk_tail`), by the batch reader's rules for
+    a checksum-valid v2 batch (deep iteration): its record count and lastOffsetDelta are not
+    negative, its codec is known, its records decompress within ``max_decompressed_bytes`` and
+    the record kernel decodes all of them. A legacy entry counts on its checksum, and so does a
+    batch whose codec is not installed (the reader raises there)."""
+
+    def decodes(data: np.ndarray) -> bool:
+        if data.shape[0] <= V2_OVERHEAD or data[16] != 2:
+            return True
+        h = K.parse_v2_headers(data, np.zeros(1, np.int64))
+        count, lod = int(h[0, K.H_COUNT]), int(h[0, K.H_LOD])
+        codec = int(h[0, K.H_ATTRIBUTES]) & 0x07
+        if count < 0 or lod < 0 or codec > 4:
+            return False
+        body = data[V2_OVERHEAD:]
+        if codec:
+            try:
+                unpacked = decompress(codec, body.data, magic=2, max_bytes=max_decompressed_bytes)
+            except CorruptSegmentError:
+                return False
+            except MissingCodecError:
+                return True
+            body = as_array(unpacked)
+        if count > body.shape[0] // 7:  # every record takes at least 7 bytes
+            return False
+        return _records_status(body, h, count) == 0
+
+    return decodes
+
+
+def _records_status(body: np.ndarray, h: np.ndarray, count: int) -> int:
+    """The record kernel's status for one batch's records section ``body`` (0: decoded)."""
+    rows = [np.empty(count, np.int64) for _ in range(9)]
+    status, errpos = np.zeros(1, np.int32), np.zeros(1, np.int64)
+    log_append = ((h[:, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8)
+    K.decode_v2_records(
+        body,
+        np.empty(0, np.uint8),
+        np.zeros(1, np.int64),
+        np.full(1, body.shape[0], np.int64),
+        h[:, K.H_COUNT],
+        np.zeros(1, np.int64),
+        h[:, K.H_BASE_OFFSET],
+        h[:, K.H_BASE_TS],
+        h[:, K.H_MAX_TS],
+        log_append,
+        h[:, K.H_LOD],
+        *rows,
+        status,
+        errpos,
+    )
+    return int(status[0])
+
+
 def segment_tail(
     filesystem: pafs.FileSystem,
     seg: SegmentRef,
@@ -233,8 +384,11 @@ def segment_tail(
     next_base: int | None = None,
     on_damage: OnDamage = stop,
     check_limit: int | None = None,
+    max_decompressed_bytes: int | None = None,
 ) -> SegmentTail:
-    """The tail of ``seg``, walked from :func:`tail_start`."""
+    """The tail of ``seg``, walked from :func:`tail_start`. Given ``max_decompressed_bytes``
+    (the read's option), by what the reader returns with deep iteration (:func:`records_decode`);
+    else every checksum-valid entry whose offsets follow counts."""
     if seg.size == 0:
         return SegmentTail(0, 0, seg.base_offset)
     with kfs.RangeReader(filesystem, seg.path) as read:
@@ -247,13 +401,18 @@ def segment_tail(
             next_base=next_base,
             on_damage=on_damage,
             check_limit=check_limit,
+            decodes=None
+            if max_decompressed_bytes is None
+            else records_decode(max_decompressed_bytes),
         )
 
 
 __all__ = [
     "Damage",
+    "Decodes",
     "OnDamage",
     "SegmentTail",
+    "records_decode",
     "segment_tail",
     "skip_dropped",
     "stop",

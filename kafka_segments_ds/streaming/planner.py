@@ -29,6 +29,7 @@ from kafka_segments_ds.errors import CommitInProgressError, DataLossError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
+from kafka_segments_ds.ranges import decode_limit
 from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.task import read_task
 from kafka_segments_ds.records import kernels as K
@@ -40,7 +41,15 @@ from kafka_segments_ds.records.batches import (
 from kafka_segments_ds.scan_task import ScanTask
 from kafka_segments_ds.selection import Bounds
 from kafka_segments_ds.streaming.listing import ArchiveListing, TopicPartition
-from kafka_segments_ds.tail import WINDOW_BYTES, Damage, SegmentTail, tail_start, walk_tail
+from kafka_segments_ds.tail import (
+    WINDOW_BYTES,
+    Damage,
+    Decodes,
+    SegmentTail,
+    records_decode,
+    tail_start,
+    walk_tail,
+)
 from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 log = logging.getLogger(__name__)
@@ -84,14 +93,23 @@ def scan_tail(
         else:
             position = tail_start(filesystem, seg, read, VERIFY_ENTRY_BYTES)
             next_offset = seg.base_offset
+        options = options or ReadOptions()
         return walk_tail(
             read,
             seg.size,
             position,
             next_offset,
-            on_damage=_StreamDamage(filesystem, seg, read, options or ReadOptions()),
+            on_damage=_StreamDamage(filesystem, seg, read, options),
             check_limit=VERIFY_ENTRY_BYTES,
+            decodes=_decodes(options),
         )
+
+
+def _decodes(options: ReadOptions) -> Decodes | None:
+    """Whether the reader returns an entry's records (deep iteration, as the micro-batches read;
+    :mod:`~kafka_segments_ds.tail`)."""
+    limit = decode_limit(options)
+    return None if limit is None else records_decode(limit)
 
 
 class _StreamDamage:
@@ -409,11 +427,14 @@ class StreamPlanner:
         if tail is None or tail.size != last.size or tail.next_offset != stop:
             return segment_tasks(self.filesystem, part, begin, stop, aborted)
         # the batch ends at the end of the last segment's whole entries: cut there, not at an
-        # index lookup (the active segment's preallocated index is megabytes of zeros)
+        # index lookup (the active segment's preallocated index is megabytes of zeros). The
+        # rows the reader returns there are below ``stop`` (the tail's offset), and no offset
+        # bound cuts the read at a batch it drops: one whose records do not decode, whose
+        # offsets may be at or above ``stop``, with batches the reader returns after it
         tasks = segment_tasks(self.filesystem, part, begin, None, aborted)
         cut = [replace(t, end_offset=stop) for t in tasks]
         if cut and cut[-1].segment.path == last.path:
-            cut[-1] = replace(cut[-1], end_position=tail.end_position)
+            cut[-1] = replace(cut[-1], end_offset=None, end_position=tail.end_position)
         return cut
 
     def _data_loss(self, what: str, key: TopicPartition, offset: int | None = None) -> None:

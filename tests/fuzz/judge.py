@@ -43,8 +43,11 @@ import pyarrow as pa
 import kafka_segments_ds
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError, KafkaSegmentsError
+from kafka_segments_ds.options import parse_stream_options
+from kafka_segments_ds.reader import read_tasks
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.checksums import crc32, crc32c
+from kafka_segments_ds.streaming.planner import StreamPlanner
 
 from .corpus import (
     MAX_DECOMPRESSED,
@@ -392,7 +395,38 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         complaints.append(f"rows that no entry holds: {strangers[:3]}")
     if offsets and offsets[-1] > 0:
         complaints.extend(_judge_start(read, offsets[-1], strict, dropping))
+    complaints.extend(_judge_stream(str(Path(path).parent), options, offsets))
     return complaints
+
+
+def _judge_stream(directory: str, options: dict[str, Any], offsets: list[int]) -> list[str]:
+    """Where the tail walk of a DROPMALFORMED stream reaches the end of the log, the stream
+    from offset 0 up to its latest offset emits exactly the offsets the batch read returns
+    (515151:39109: after a batch whose records do not decode, the latest offset stopped at 11
+    and rows 12 and 15 were never emitted)."""
+    stream_options, limits = parse_stream_options({**options, "mode": "DROPMALFORMED"})
+    planner = StreamPlanner([directory], stream_options, limits)
+    tp = ("t", 0)
+    try:
+        latest = planner.next_offsets({tp: 0})[tp]
+        got = [
+            o
+            for tasks in planner.plan({tp: 0}, {tp: latest}, 1)
+            for b in read_tasks(tasks, stream_options, ("offset",))
+            for o in b.column(0).to_pylist()
+        ]
+        seg = planner.list_partitions()[tp].segments[-1]
+        tail = planner._tails[tp][1]  # the walk of next_offsets (not walked again: resyncs)
+    except Exception as err:  # judged here
+        return ["a DROPMALFORMED stream raised: " + _describe(err)]
+    if tail.end_position < seg.size:
+        return []  # the walk stopped at damage only the reader's resynchronisation sees through
+    if got != offsets:
+        return [
+            f"a DROPMALFORMED stream walked the whole log, and up to its latest offset {latest} "
+            f"emitted offsets {got}, not the batch read's"
+        ]
+    return []
 
 
 def _judge_start(

@@ -1,0 +1,183 @@
+"""The latest offset of a stream, and the log end of the ``startingOffsets`` check, are 1 + the
+last offset of the last batch the reader returns (kafka_segments_ds.tail): a batch whose
+records do not decode is dropped by the reader, and the batches after it whose offsets go back
+from it are returned (fuzz 515151:39109); a batch whose offsets go back over one the reader
+returns is dropped, whatever its last offset (the reverted b81c39b lost appended records).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+
+from kafka_segments_ds import InvalidOptionError, read_table
+from kafka_segments_ds.layout import discover, segment_file_name
+from kafka_segments_ds.options import ReadOptions, parse_read_options, parse_stream_options
+from kafka_segments_ds.ranges import log_end_offset
+from kafka_segments_ds.reader import read_tasks
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.records.checksums import crc32c
+from kafka_segments_ds.streaming.planner import StreamPlanner
+from tests.fuzz.judge import make_input
+
+TP = ("t", 0)
+
+
+@pytest.fixture(autouse=True)
+def _quiet(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    caplog.set_level(logging.ERROR, logger="kafka_segments_ds")
+    yield
+
+
+def batch(first: int, last: int) -> bytes:
+    """A batch of records first..last, one per offset."""
+    specs = [
+        RecordSpec(key=b"k", value=b"v%d" % o, timestamp=1000 + o) for o in range(first, last + 1)
+    ]
+    return encode_batch(specs, base_offset=first)
+
+
+def undecodable(first: int, last: int) -> bytes:
+    """A checksum-valid batch first..last whose first record's length field is -1: the reader
+    drops it (the record kernel refuses it), the tail walk's checksum and offsets accept it."""
+    data = bytearray(batch(first, last))
+    data[61] = 0x01  # zigzag varint -1
+    data[17:21] = crc32c(bytes(data[21:])).to_bytes(4, "big")
+    return bytes(data)
+
+
+def log_dir(tmp_path: Path, *entries: bytes) -> tuple[Path, Path]:
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    log = part / segment_file_name(0, ".log")
+    log.write_bytes(b"".join(entries))
+    return tmp_path / "logs", log
+
+
+def dropping_planner(logs: Path) -> StreamPlanner:
+    dropping, limits = parse_stream_options({"mode": "DROPMALFORMED"})
+    return StreamPlanner([str(logs)], dropping, limits)
+
+
+def streamed(planner: StreamPlanner, start: int, end: int) -> list[int]:
+    return [
+        o
+        for tasks in planner.plan({TP: start}, {TP: end}, 1)
+        for b in read_tasks(tasks, planner.options, ("offset",))
+        for o in b.column(0).to_pylist()
+    ]
+
+
+def batch_offsets(logs: Path, **options: str) -> list[int]:
+    table = read_table(str(logs), mode="DROPMALFORMED", **options)
+    return table.column("offset").to_pylist()
+
+
+def log_end(logs: Path, options: ReadOptions | None = None) -> int | None:
+    filesystem = pafs.LocalFileSystem()
+    (part,) = discover(str(logs), filesystem)
+    if options is None:
+        return log_end_offset(filesystem, part.segments[-1])
+    return log_end_offset(filesystem, part.segments[-1], options)
+
+
+def test_a_stream_emits_what_follows_a_batch_that_does_not_decode(tmp_path: Path) -> None:
+    """515151:39109 -- the checksum-valid batch at 129 (offset 10) holds records that do not
+    decode: the reader returns the batches after it, 3..4 up to 10..16 (rows up to 15). The
+    stream's latest offset stopped at 11: rows 12 and 15 were never emitted."""
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / segment_file_name(0, ".log")).write_bytes(make_input(515151, 39109)["mutant"].data)
+    rows = [0, 1, 2, 3, 4, 6, 7, 10, 12, 15]
+    assert batch_offsets(tmp_path / "logs") == rows
+    planner = dropping_planner(tmp_path / "logs")
+    assert planner.next_offsets({TP: 0}) == {TP: 17}
+    assert streamed(planner, 0, 17) == rows
+    assert log_end(tmp_path / "logs") == 17
+
+
+def test_a_batch_going_back_over_a_returned_one_does_not_move_the_latest_offset(
+    tmp_path: Path,
+) -> None:
+    """A 0..10, B 5..20 (goes back: the reader drops it), C 11..12: the latest offset is 13,
+    and 13..20 appended later are all emitted. Bounding the latest offset by every
+    checksum-valid entry passed over (b81c39b, reverted) made it 21 and lost them."""
+    logs, log = log_dir(tmp_path, batch(0, 10), batch(5, 20), batch(11, 12))
+    assert batch_offsets(logs) == list(range(13))
+    planner = dropping_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 13}
+    assert streamed(planner, 0, 13) == list(range(13))
+    with log.open("ab") as f:
+        f.write(batch(13, 20))
+    assert planner.next_offsets({TP: 13}) == {TP: 21}
+    assert streamed(planner, 13, 21) == list(range(13, 21))
+    assert batch_offsets(logs) == list(range(21))
+
+
+def test_starting_offsets_past_what_the_reader_returns_are_refused(tmp_path: Path) -> None:
+    """The same log: its end is 13, not 21 (B's last offset + 1, the lenient bound that let a
+    start of 15 read 0 rows without a word)."""
+    logs, _ = log_dir(tmp_path, batch(0, 10), batch(5, 20), batch(11, 12))
+    for start in (14, 15, 20):
+        with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 13: "):
+            batch_offsets(logs, startingOffsets=f'{{"t":{{"0":{start}}}}}')
+    assert batch_offsets(logs, startingOffsets='{"t":{"0":12}}') == [12]
+    assert batch_offsets(logs, startingOffsets='{"t":{"0":13}}') == []
+    assert log_end(logs) == 13
+
+
+def test_a_last_batch_that_does_not_decode_is_not_the_latest_offset(tmp_path: Path) -> None:
+    """A 0..10, then U 11..20 whose records do not decode: the reader returns 0..10, so the
+    latest offset is 11 (it was 21), and C 15..16 appended after U, which the reader returns,
+    is emitted (the tail walk passed over it as going back from U: never emitted)."""
+    logs, log = log_dir(tmp_path, batch(0, 10), undecodable(11, 20))
+    assert batch_offsets(logs) == list(range(11))
+    planner = dropping_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 11}
+    assert log_end(logs) == 11
+    with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 11: "):
+        batch_offsets(logs, startingOffsets='{"t":{"0":15}}')
+    with log.open("ab") as f:
+        f.write(batch(15, 16))
+    assert batch_offsets(logs) == [*range(11), 15, 16]
+    assert planner.next_offsets({TP: 11}) == {TP: 17}
+    assert streamed(planner, 11, 17) == [15, 16]
+    assert log_end(logs) == 17
+    # shallow iteration does not decode records: the reader returns U (one row per batch, its
+    # last offset) and drops C, and so does the log end
+    assert batch_offsets(logs, iteration="shallow") == [10, 20]
+    assert log_end(logs, parse_read_options({"iteration": "shallow"})) == 21
+
+
+def test_a_micro_batch_is_not_cut_at_a_dropped_batch_at_its_end_offset(tmp_path: Path) -> None:
+    """A 0..2, U 10..10 whose records do not decode, C 4..7, D 8..9 (20260601:94, a
+    decompression bomb): the reader returns A, C and D, so the latest offset is 10. A
+    micro-batch [0, 10) bounded by end offset 10 ended at U (its first offset is 10) and
+    returned 0..2 only, and 4..9 were never emitted."""
+    logs, _ = log_dir(tmp_path, batch(0, 2), undecodable(10, 10), batch(4, 7), batch(8, 9))
+    rows = [0, 1, 2, *range(4, 10)]
+    assert batch_offsets(logs) == rows
+    planner = dropping_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 10}
+    assert streamed(planner, 0, 10) == rows
+    assert streamed(planner, 3, 10) == rows[3:]
+    assert log_end(logs) == 10
+
+
+def test_unchecked_checksums_keep_the_entries_the_walk_passed_over(tmp_path: Path) -> None:
+    """verifyChecksums=false (424242:15801): the reader returns A 0..1 whose checksum fails,
+    which the tail walk passes over, and drops U 2..3 whose records do not decode. Decoding U
+    took the latest offset back to 0 (A never emitted): with unchecked checksums the walk does
+    not decode, and the latest offset stays 4."""
+    a = bytearray(batch(0, 1))
+    a[17] ^= 0xFF  # the stored CRC
+    logs, _ = log_dir(tmp_path, bytes(a), undecodable(2, 3))
+    assert batch_offsets(logs, verifyChecksums="false") == [0, 1]
+    unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
+    planner = StreamPlanner([str(logs)], unchecked, limits)
+    assert planner.next_offsets({TP: 0}) == {TP: 4}
+    assert streamed(planner, 0, 4) == [0, 1]
