@@ -1,7 +1,8 @@
 """The v2 (magic 2) window decoder: a run of record batches -> row arrays, in stages.
 
 1. :func:`_select_batches` parses the headers, checks that offsets increase and stay inside the
-   segment, ends the run at ``end_offset`` and prunes batches older than the time bound or
+   segment, ends the run at the first batch at/after ``end_offset`` (which ends the task only
+   if it is kept: a dropped one does not) and prunes batches older than the time bound or
    (shallow reads) before ``start_offset``, those whose checksum matches;
 2. :func:`_first_bad_batch` finds the first batch whose checksum or header fields are wrong
    (nothing after it is decoded: the reader's damage policy decides what follows);
@@ -64,6 +65,7 @@ class _Run:
     all_positions: np.ndarray  # positions before the end_offset / pruning cuts ...
     all_last: np.ndarray  # ... and their last offsets
     order_fault: Fault | None
+    at_end: bool  # the last batch is the first at/after end_offset: kept, it ends the task
 
 
 def decode_v2_run(
@@ -104,6 +106,11 @@ def decode_v2_run(
         cut, fault_error = _first_record_fault(window, decoded, src_start, cut)
     if fault_error is None and cut < n:
         fault_error = errors[cut]
+    if fault_error is None and run.at_end:
+        # the batch at/after end_offset is kept: the task ends before it (its rows are all
+        # past the end), and nothing after it is the task's concern, damage neither
+        state.reached_end = True
+        cut -= 1
     if cut:
         if decoded is not None:
             _keep_rows(state, parts, h, cut, decoded[2], decoded[3])
@@ -111,7 +118,7 @@ def decode_v2_run(
             _shallow_rows(state, run.positions, h, cut, parts)
         _add_entries(state, parts, base + run.positions[:cut], h[:cut])
     if fault_error is None:
-        return run.order_fault
+        return None if state.reached_end else run.order_fault
     # the order check ran ahead: the offsets seen so far end before this fault
     prior = np.flatnonzero(run.all_positions < run.positions[cut])
     state.last_offset = int(run.all_last[prior[-1]]) if prior.shape[0] else state.last_offset_in
@@ -125,7 +132,8 @@ def _select_batches(
     state: DecodeState, window: np.ndarray, base: int, positions: np.ndarray
 ) -> _Run:
     """Headers of the run's batches, cut at the first one out of order (reported as the run's
-    ``order_fault``) and at ``end_offset``, pruned of batches that cannot hold wanted rows."""
+    ``order_fault``) and after the first at/after ``end_offset``, pruned of batches that cannot
+    hold wanted rows (never that one: whether it ends the task depends on its being kept)."""
     b = state.bounds
     h = K.parse_v2_headers(window, positions)
     base_offsets = h[:, K.H_BASE_OFFSET]
@@ -136,12 +144,15 @@ def _select_batches(
         positions, h = positions[:cut], h[:cut]
         base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
     all_positions, all_last = positions, last_offsets
-    # offsets increase through a log: the first batch at/after end_offset ends the task
+    # offsets increase through a log: the first batch at/after end_offset ends the task if the
+    # reader keeps it; one it drops (records that do not decode) does not, the batches after
+    # it may hold offsets below the end (20260601:94), so the run goes on from there
+    at_end = False
     if b.end_offset is not None:
         beyond = np.flatnonzero(base_offsets >= b.end_offset)
         if beyond.shape[0]:
-            state.reached_end = True
-            cut = int(beyond[0])
+            at_end = True
+            cut = int(beyond[0]) + 1
             positions, h = positions[:cut], h[:cut]
             base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
     keep = None
@@ -153,11 +164,13 @@ def _select_batches(
     if b.min_max_timestamp is not None:
         late = h[:, K.H_MAX_TS] >= b.min_max_timestamp
         keep = late if keep is None else keep & late
+    if keep is not None and at_end:
+        keep[-1] = True
     if keep is not None and not keep.all():
         _keep_from_first_unchecked(keep, window, positions, h)
         positions, h = positions[keep], h[keep]
         base_offsets = base_offsets[keep]
-    return _Run(positions, h, base_offsets, all_positions, all_last, order_fault)
+    return _Run(positions, h, base_offsets, all_positions, all_last, order_fault, at_end)
 
 
 def _keep_from_first_unchecked(
