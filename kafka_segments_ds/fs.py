@@ -315,8 +315,10 @@ def glob_file_info(filesystem: pafs.FileSystem, pattern: str) -> list[pafs.FileI
 class RangeReader:
     """Ranged reads of one file through one handle, opened at the first read: on an object
     store opening costs a request (pyarrow's S3 open is a HEAD), each read one ranged GET.
-    A read past the end is returned short. ``close`` releases the handle; a later read opens
-    the file again."""
+    A read past the end is returned short. The file is read as it was at the first read (its
+    size then): a file that grows in the meantime (a segment being written) gives no bytes
+    past that size, so the caller's view stays whole. ``close`` releases the handle; a later
+    read opens the file again."""
 
     def __init__(self, filesystem: pafs.FileSystem, path: str) -> None:
         self.filesystem = filesystem
@@ -334,10 +336,11 @@ class RangeReader:
             return pa.py_buffer(b"")
         # read_at returns bytes (a copy); seek + read_buffer keeps Arrow's buffer. On object
         # stores this is still a single ranged GET.
+        # (asking for no more than the size at opening: a local read returns whatever the file
+        # holds when it runs, which may be more if it grew since)
         self._stream.seek(start)
-        return _checked(
-            self._stream.read_buffer(length), min(length, self._size - start), self.path, start
-        )
+        expected = min(length, self._size - start)
+        return _checked(self._stream.read_buffer(expected), expected, self.path, start)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -360,7 +363,8 @@ def read_range(filesystem: pafs.FileSystem, path: str, start: int, length: int) 
 def read_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
     """Read a whole file."""
     with filesystem.open_input_file(path) as stream:
-        return _checked(stream.read_buffer(), stream.size(), path, 0)
+        size = stream.size()  # a file growing while read is read as it was at opening
+        return _checked(stream.read_buffer(size), size, path, 0)
 
 
 def _checked(buffer: pa.Buffer, expected: int, path: str, start: int) -> pa.Buffer:

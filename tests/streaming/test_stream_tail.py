@@ -225,3 +225,40 @@ def test_a_batch_whose_offsets_go_back_does_not_move_the_latest_offset(
     known = scan_tail(filesystem, replace(seg, size=back), None, dropping)
     assert known.next_offset == 12
     assert scan_tail(filesystem, seg, known, dropping).next_offset == latest
+
+
+class _GrowsOnOpen:
+    """A local filesystem whose file grows by ``more`` right after it is opened (a writer
+    appending between the open, which takes the size, and the read)."""
+
+    def __init__(self, path: Path, more: bytes) -> None:
+        self.local, self.path, self.more = pafs.LocalFileSystem(), path, more
+
+    def open_input_file(self, path: str) -> object:
+        stream = self.local.open_input_file(path)
+        if self.more:
+            with self.path.open("ab") as f:
+                f.write(self.more)
+            self.more = b""
+        return stream
+
+
+def test_a_segment_growing_while_its_tail_is_read(tmp_path: Path) -> None:
+    """tests/spark/test_streaming.py::...[append] failed once with "short read: asked for 13
+    bytes, got 27": the tail ended in 13 bytes of a batch being written, the rest was written
+    after the tail check opened the file, and the local read returned all 27 bytes asked for.
+    The check reads the file as it was when opened; the next look sees the whole batch."""
+    log, _ = active_segment(tmp_path, 2)
+    rest = batch(6)
+    with log.open("ab") as f:
+        f.write(rest[:13])
+    local = pafs.LocalFileSystem()
+    seg = discover(str(tmp_path / "logs"), local)[0].segments[-1]
+    known = scan_tail(local, seg)
+    assert (known.end_position, known.next_offset, known.size) == (seg.size - 13, 6, seg.size)
+    growing = _GrowsOnOpen(log, rest[13:])
+    assert scan_tail(growing, seg, known) == known  # type: ignore[arg-type]
+    grown = discover(str(tmp_path / "logs"), local)[0].segments[-1]
+    assert grown.size == seg.size - 13 + len(rest)
+    tail = scan_tail(local, grown, known)
+    assert (tail.end_position, tail.next_offset) == (grown.size, 9)
