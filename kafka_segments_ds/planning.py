@@ -22,12 +22,27 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import DataLossError, InvalidOptionError
+from kafka_segments_ds.errors import CorruptSegmentError, DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
+from kafka_segments_ds.records.batches import (
+    EntryHead,
+    Read,
+    as_array,
+    has_valid_checksum,
+    probe_entry,
+    walk_entries,
+)
+from kafka_segments_ds.records.compression import decompress
+from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
+from kafka_segments_ds.records.v2 import (
+    MIN_RECORD_BYTES,
+    RECORD_BATCH_OVERHEAD,
+    decode_batch_header,
+    iter_records,
+)
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
     Bounds,
@@ -411,7 +426,7 @@ def split_tasks(
             )
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
-        floors = [task.after_offset, *_order_floors(filesystem, task, cuts)]
+        floors = [task.after_offset, *_order_floors(filesystem, task, cuts, options)]
         out.extend(
             replace(task, start_position=a, end_position=b, after_offset=f)
             for a, b, f in zip(starts, ends, floors, strict=True)
@@ -419,7 +434,9 @@ def split_tasks(
     return out
 
 
-def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) -> list[int]:
+def _order_floors(
+    filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int], options: ReadOptions
+) -> list[int]:
     """For each cut of ``task``, the last offset the entries before it reach by the reader's
     order rule (an entry counts when its offsets go above the last counted one and stay below
     the next segment's base offset), so a piece drops an entry going back, as a whole-segment
@@ -442,15 +459,20 @@ def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) 
                 if _entry_head(filesystem, task.segment, task.next_base_offset, anchor) is not None:
                     start = anchor
                     break
-            floor = _walk_order(read, task, start, cut, floor)
+            floor = _walk_order(read, task, start, cut, floor, options)
             floors.append(floor)
             previous = cut
     return floors
 
 
-def _walk_order(read: Read, task: ScanTask, start: int, cut: int, floor: int) -> int:
+def _walk_order(
+    read: Read, task: ScanTask, start: int, cut: int, floor: int, options: ReadOptions
+) -> int:
     """``floor`` carried over the entries framed from ``start`` to ``cut`` (see
-    :func:`_order_floors`); unchanged when the framing does not end exactly at ``cut``."""
+    :func:`_order_floors`); unchanged when the framing does not end exactly at ``cut``. Only an
+    entry whose records the reader keeps raises it (:func:`_reader_keeps`), checked where its
+    offsets would raise it: a damaged or undecodable entry the reader drops must not make a
+    piece drop the valid entries after it."""
     next_base = task.next_base_offset
     window = min(HOP_WINDOW_BYTES, max(cut - start, 4096))  # an index interval: one read
     carried = floor
@@ -461,12 +483,58 @@ def _walk_order(read: Read, task: ScanTask, start: int, cut: int, floor: int) ->
         ):
             head = walked.window[at : at + 12].tobytes()
             first = int.from_bytes(head[:8], "big", signed=True) if magic == 2 else last
-            if first > carried and last >= first and (next_base is None or last < next_base):
-                carried = last
             end = walked.base + at + 12 + int.from_bytes(head[8:12], "big", signed=True)
+            if first > carried and last >= first and (next_base is None or last < next_base):
+                entry = walked.window[at : end - walked.base]
+                if entry.shape[0] < end - walked.base - at:  # hop_entries framed it whole
+                    entry = as_array(read(walked.base + at, end - walked.base - at))
+                kept = _reader_keeps(entry, options, carried)
+                if kept is not None and (next_base is None or kept < next_base):
+                    carried = kept
             if end >= cut:
                 return carried if end == cut else floor
     return floor
+
+
+def _reader_keeps(entry: np.ndarray, options: ReadOptions, floor: int) -> int | None:
+    """The last offset of ``entry`` (whole, plausibly framed, its offsets above ``floor`` by its
+    head) if the batch reader returns its records, else None: the reader's own checks, as its
+    options set them -- the checksum (``verifyChecksums``), a v2 batch's structural fields, and
+    with ``iteration=deep`` that its payload decompresses and its records decode; a legacy
+    entry must decode, and a compressed wrapper's inner messages must follow ``floor``."""
+    try:
+        if entry[16] == 2:
+            return _v2_keeps(entry, options)
+        message = decode_legacy_message(entry.data, 0, verify_checksum=options.verify_checksums)
+        if message.compression == 0 or not options.deep:
+            return message.offset
+        inner = expand_wrapper(
+            message,
+            verify_checksum=options.verify_checksums,
+            max_bytes=options.max_decompressed_bytes,
+        )
+    except CorruptSegmentError:
+        return None
+    if inner[0].offset <= floor:
+        return None
+    return max(message.offset, inner[-1].offset)
+
+
+def _v2_keeps(entry: np.ndarray, options: ReadOptions) -> int | None:
+    """:func:`_reader_keeps` for a v2 batch; raises CorruptSegmentError where it is dropped."""
+    if options.verify_checksums and not has_valid_checksum(entry):
+        return None
+    header = decode_batch_header(entry.data)  # raises for negative counts and deltas
+    codec = header.attributes & 0x07
+    payload = entry.data[RECORD_BATCH_OVERHEAD:]
+    if codec > 4 or (codec == 0 and header.record_count > len(payload) // MIN_RECORD_BYTES):
+        return None
+    if options.deep:
+        if codec != 0:
+            payload = decompress(codec, payload, magic=2, max_bytes=options.max_decompressed_bytes)
+        for _ in iter_records(header, payload):
+            pass
+    return header.base_offset + header.last_offset_delta
 
 
 def plan_partitions(
