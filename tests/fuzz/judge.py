@@ -392,7 +392,26 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
         complaints.append(f"rows that no entry holds: {strangers[:3]}")
     if offsets and offsets[-1] > 0:
         complaints.extend(_judge_start(read, offsets[-1], strict, dropping))
+    complaints.extend(_judge_split(read, len(data), dropping))
     return complaints
+
+
+def _judge_split(read: Any, size: int, dropping: list[Row]) -> list[str]:
+    """DROPMALFORMED split into byte ranges of about a third of the log returns exactly the
+    whole read's rows: each piece starts above the last offset the reader keeps before its cut
+    (a dropped entry counted there made the pieces after it drop valid batches: 616161:140956)."""
+    limit = max(64, size // 3)
+    if limit >= size:
+        return []
+    got = read("DROPMALFORMED", {"maxBytesPerPartition": str(limit)})
+    if isinstance(got, BaseException):
+        return [f"DROPMALFORMED split at {limit} bytes raised: " + _describe(got)]
+    if got != dropping:
+        return [
+            f"DROPMALFORMED split at {limit} bytes returned offsets {[r[0] for r in got]}, not "
+            f"the whole read's {[r[0] for r in dropping]}"
+        ]
+    return []
 
 
 def _judge_start(

@@ -6,6 +6,7 @@ showing the bug; each test pins the exact offsets.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import struct
 from collections.abc import Iterator
@@ -370,3 +371,17 @@ def test_a_dropped_wrapper_does_not_raise_a_pieces_order_floor(tmp_path: Path) -
     assert len(starts) > 1
     for start in starts[1:]:
         assert offsets(path, maxBytesPerPartition=start) == [0, 1, 2], start
+
+
+def test_a_batch_going_back_over_a_dropped_one_sets_the_order_floor(tmp_path: Path) -> None:
+    """A checksum-damaged batch 0..10 (dropped), 5..20 (kept: nothing kept before it), 15..16
+    (dropped: it goes back), 21..22: a piece after any cut starts above 20, as the whole read
+    stands there; the dropped batch's offsets set no floor, and neither do those of 15..16."""
+    damaged = bytearray(v2(0, 11))
+    damaged[-3] ^= 0x55
+    parts = [bytes(damaged), v2(5, 16), v2(15, 2), v2(21, 2)]
+    path = write(tmp_path, b"".join(parts))
+    whole = list(range(5, 23))
+    assert offsets(path) == whole
+    for cut in itertools.accumulate(len(p) for p in parts[:-1]):
+        assert offsets(path, maxBytesPerPartition=cut) == whole, cut
