@@ -23,27 +23,13 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds import index as kidx
-from kafka_segments_ds.errors import CorruptSegmentError, DataLossError, InvalidOptionError
+from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import (
-    EntryHead,
-    Read,
-    as_array,
-    has_valid_checksum,
-    probe_entry,
-    walk_entries,
-)
-from kafka_segments_ds.records.compression import decompress
-from kafka_segments_ds.records.legacy import decode_legacy_message, expand_wrapper
-from kafka_segments_ds.records.v2 import (
-    MIN_RECORD_BYTES,
-    RECORD_BATCH_OVERHEAD,
-    decode_batch_header,
-    iter_records,
-)
+from kafka_segments_ds.records.batches import EntryHead, Read, as_array, probe_entry, walk_entries
+from kafka_segments_ds.records.kept import kept_last_offset
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
     Bounds,
@@ -440,8 +426,8 @@ def _order_floors(
 ) -> list[int]:
     """For each cut of ``task``, the last offset the entries before it reach by the reader's
     rules (an entry counts when its offsets go above the last counted one and stay below the
-    next segment's base offset, and the reader keeps its records: :func:`_reader_keeps`), so a
-    piece returns exactly the rows of a whole-segment read. Walked from the piece before
+    next segment's base offset, and the reader keeps its records: :func:`kept_last_offset`),
+    so a piece returns exactly the rows of a whole-segment read. Walked from the piece before
     (without an index every entry is framed); with an index, from the last index position
     before the cut holding a whole valid entry, and carried over from piece to piece (a walk
     of one index interval per cut). A walk whose framing does not lead exactly to the cut
@@ -510,8 +496,8 @@ def _kept_floor(
 ) -> int:
     """The last offset the reader keeps of the entries ``heads`` (:func:`_framed_heads`) read
     after offset ``floor``: an entry raises it when its offsets follow it and the reader keeps
-    its records (:func:`_reader_keeps`). Planning cost stays about one entry decoded per cut:
-    the last entry whose first offset is above every offset the entries before it may reach
+    its records (:func:`kept_last_offset`). Planning cost stays about one entry decoded per
+    cut: the last entry whose first offset is above every offset the entries before it may reach
     is kept whatever became of those, if the reader keeps it at all, so the walk starts there
     (from the start only when no such entry is kept)."""
 
@@ -519,7 +505,13 @@ def _kept_floor(
         position, length, first, last, _ = heads[i]
         if first <= below or last < first or (next_base is not None and last >= next_base):
             return None
-        found = _reader_keeps(as_array(read(position, length)), options, below)
+        found = kept_last_offset(
+            as_array(read(position, length)),
+            below,
+            verify_checksums=options.verify_checksums,
+            deep=options.deep,
+            max_decompressed_bytes=options.max_decompressed_bytes,
+        )
         return found if found is not None and (next_base is None or found < next_base) else None
 
     reach = list(itertools.accumulate((h[4] for h in heads[:-1]), max, initial=floor))
@@ -534,47 +526,6 @@ def _kept_floor(
         if found is not None:
             floor = found
     return floor
-
-
-def _reader_keeps(entry: np.ndarray, options: ReadOptions, floor: int) -> int | None:
-    """The last offset of ``entry`` (whole, plausibly framed, its offsets above ``floor`` by its
-    head) if the batch reader returns its records, else None: the reader's own checks, as its
-    options set them -- the checksum (``verifyChecksums``), a v2 batch's structural fields, and
-    with ``iteration=deep`` that its payload decompresses and its records decode; a legacy
-    entry must decode, and a compressed wrapper's inner messages must follow ``floor``."""
-    try:
-        if entry[16] == 2:
-            return _v2_keeps(entry, options)
-        message = decode_legacy_message(entry.data, 0, verify_checksum=options.verify_checksums)
-        if message.compression == 0 or not options.deep:
-            return message.offset
-        inner = expand_wrapper(
-            message,
-            verify_checksum=options.verify_checksums,
-            max_bytes=options.max_decompressed_bytes,
-        )
-    except CorruptSegmentError:
-        return None
-    if inner[0].offset <= floor:
-        return None
-    return max(message.offset, inner[-1].offset)
-
-
-def _v2_keeps(entry: np.ndarray, options: ReadOptions) -> int | None:
-    """:func:`_reader_keeps` for a v2 batch; raises CorruptSegmentError where it is dropped."""
-    if options.verify_checksums and not has_valid_checksum(entry):
-        return None
-    header = decode_batch_header(entry.data)  # raises for negative counts and deltas
-    codec = header.attributes & 0x07
-    payload = entry.data[RECORD_BATCH_OVERHEAD:]
-    if codec > 4 or (codec == 0 and header.record_count > len(payload) // MIN_RECORD_BYTES):
-        return None
-    if options.deep:
-        if codec != 0:
-            payload = decompress(codec, payload, magic=2, max_bytes=options.max_decompressed_bytes)
-        for _ in iter_records(header, payload):
-            pass
-    return header.base_offset + header.last_offset_delta
 
 
 def plan_partitions(
