@@ -44,6 +44,7 @@ import pyarrow as pa
 import kafka_segments_ds
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError, KafkaSegmentsError
+from kafka_segments_ds.reader.damage import collect_damage
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.checksums import crc32, crc32c
 
@@ -451,17 +452,26 @@ class _Resyncs(logging.Handler):
 
 
 def _resynchronises(read: Any) -> bool:
-    """Whether the whole DROPMALFORMED read searches for an entry after damage. A split read of
-    such a log is not judged: a piece boundary is placed where the entries are framed, which a
-    search can pass over or start before (981558216:2701, :2711), a known gap."""
+    """Whether the whole DROPMALFORMED read searches for an entry after damage (it resynchronises,
+    or skips bytes that frame no entry). A split read of such a log is not judged: a piece
+    boundary is placed where the entries are framed, which a search can pass over or start
+    before (981558216:2701, :2711, 121212:740), a known gap."""
     handler = _Resyncs()
     logger = logging.getLogger("kafka_segments_ds")
+    disabled, level, propagate = logging.root.manager.disable, logger.level, logger.propagate
+    logging.disable(logging.NOTSET)  # the fuzz worker silences the reader's warnings
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
     logger.addHandler(handler)
     try:
-        read("DROPMALFORMED")
+        with collect_damage() as events:
+            read("DROPMALFORMED")
     finally:
         logger.removeHandler(handler)
-    return handler.count > 0
+        logger.propagate = propagate
+        logger.setLevel(level)
+        logging.disable(disabled)
+    return handler.count > 0 or any(e.skipped_bytes for e in events)
 
 
 def _describe(err: BaseException) -> str:
