@@ -12,6 +12,7 @@ the ``read_records`` function its caller passes in (:func:`kafka_segments_ds.rea
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -27,7 +28,8 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryHead, Read, probe_entry, walk_entries
+from kafka_segments_ds.records.batches import EntryHead, Read, as_array, probe_entry, walk_entries
+from kafka_segments_ds.records.kept import kept_last_offset
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
     Bounds,
@@ -411,7 +413,7 @@ def split_tasks(
             )
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
-        floors = [task.after_offset, *_order_floors(filesystem, task, cuts)]
+        floors = [task.after_offset, *_order_floors(filesystem, task, cuts, options)]
         out.extend(
             replace(task, start_position=a, end_position=b, after_offset=f)
             for a, b, f in zip(starts, ends, floors, strict=True)
@@ -419,15 +421,17 @@ def split_tasks(
     return out
 
 
-def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) -> list[int]:
+def _order_floors(
+    filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int], options: ReadOptions
+) -> list[int]:
     """For each cut of ``task``, the last offset the entries before it reach by the reader's
-    order rule (an entry counts when its offsets go above the last counted one and stay below
-    the next segment's base offset), so a piece drops an entry going back, as a whole-segment
-    read does. Walked from the piece before (without an index every entry is walked); with an
-    index, from the last index position before the cut holding a whole valid entry, and
-    carried over from piece to piece (a walk of one index interval per cut). A walk whose
-    framing does not lead exactly to the cut teaches nothing (index files and size fields are
-    untrusted)."""
+    rules (an entry counts when its offsets go above the last counted one and stay below the
+    next segment's base offset, and the reader keeps its records: :func:`kept_last_offset`),
+    so a piece returns exactly the rows of a whole-segment read. Walked from the piece before
+    (without an index every entry is framed); with an index, from the last index position
+    before the cut holding a whole valid entry, and carried over from piece to piece (a walk
+    of one index interval per cut). A walk whose framing does not lead exactly to the cut
+    teaches nothing (index files and size fields are untrusted)."""
     index = _load_offset_index(filesystem, task.segment)
     anchors = np.empty(0, np.int64) if index is None else index.positions
     floor = task.segment.base_offset - 1
@@ -442,30 +446,85 @@ def _order_floors(filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int]) 
                 if _entry_head(filesystem, task.segment, task.next_base_offset, anchor) is not None:
                     start = anchor
                     break
-            floor = _walk_order(read, task, start, cut, floor)
+            floor = _walk_order(read, task, start, cut, floor, options)
             floors.append(floor)
             previous = cut
     return floors
 
 
-def _walk_order(read: Read, task: ScanTask, start: int, cut: int, floor: int) -> int:
+def _walk_order(
+    read: Read, task: ScanTask, start: int, cut: int, floor: int, options: ReadOptions
+) -> int:
     """``floor`` carried over the entries framed from ``start`` to ``cut`` (see
     :func:`_order_floors`); unchanged when the framing does not end exactly at ``cut``."""
-    next_base = task.next_base_offset
+    heads = _framed_heads(read, task, start, cut)
+    if heads is None:
+        return floor
+    return _kept_floor(read, heads, floor, task.next_base_offset, options)
+
+
+def _framed_heads(
+    read: Read, task: ScanTask, start: int, cut: int
+) -> list[tuple[int, int, int, int, int]] | None:
+    """(position, length, first offset, last offset, highest offset its records may reach) of
+    each entry framed from ``start`` to ``cut``; None when the framing does not end there."""
     window = min(HOP_WINDOW_BYTES, max(cut - start, 4096))  # an index interval: one read
-    carried = floor
+    heads = []
     for walked in walk_entries(read, start, cut, window, file_size=task.segment.size):
         lasts = K.entry_last_offsets(walked.window, walked.positions, walked.magics).tolist()
         for at, last, magic in zip(
             walked.positions.tolist(), lasts, walked.magics.tolist(), strict=True
         ):
-            head = walked.window[at : at + 12].tobytes()
+            head = walked.window[at : at + 18].tobytes()
             first = int.from_bytes(head[:8], "big", signed=True) if magic == 2 else last
-            if first > carried and last >= first and (next_base is None or last < next_base):
-                carried = last
-            end = walked.base + at + 12 + int.from_bytes(head[8:12], "big", signed=True)
+            length = 12 + int.from_bytes(head[8:12], "big", signed=True)
+            # a legacy wrapper's offsets are its inner messages' (relative ones after offset 0)
+            reach = last if magic == 2 or not head[17] & 0x07 else 2**63
+            heads.append((walked.base + at, length, first, last, reach))
+            end = walked.base + at + length
             if end >= cut:
-                return carried if end == cut else floor
+                return heads if end == cut else None
+    return None
+
+
+def _kept_floor(
+    read: Read,
+    heads: list[tuple[int, int, int, int, int]],
+    floor: int,
+    next_base: int | None,
+    options: ReadOptions,
+) -> int:
+    """The last offset the reader keeps of the entries ``heads`` (:func:`_framed_heads`) read
+    after offset ``floor``: an entry raises it when its offsets follow it and the reader keeps
+    its records (:func:`kept_last_offset`). Planning cost stays about one entry decoded per
+    cut: the last entry whose first offset is above every offset the entries before it may reach
+    is kept whatever became of those, if the reader keeps it at all, so the walk starts there
+    (from the start only when no such entry is kept)."""
+
+    def kept(i: int, below: int) -> int | None:
+        position, length, first, last, _ = heads[i]
+        if first <= below or last < first or (next_base is not None and last >= next_base):
+            return None
+        found = kept_last_offset(
+            as_array(read(position, length)),
+            below,
+            verify_checksums=options.verify_checksums,
+            deep=options.deep,
+            max_decompressed_bytes=options.max_decompressed_bytes,
+        )
+        return found if found is not None and (next_base is None or found < next_base) else None
+
+    reach = list(itertools.accumulate((h[4] for h in heads[:-1]), max, initial=floor))
+    resume = 0
+    for i in range(len(heads) - 1, -1, -1):
+        found = kept(i, reach[i]) if heads[i][2] > reach[i] else None
+        if found is not None:
+            floor, resume = found, i + 1
+            break
+    for i in range(resume, len(heads)):
+        found = kept(i, floor)
+        if found is not None:
+            floor = found
     return floor
 
 

@@ -30,6 +30,7 @@ returns exactly the rows of the clean log in those bounds; indexes only speed re
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import struct
 import traceback
@@ -45,6 +46,7 @@ from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError, KafkaSegmentsError
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader import read_tasks
+from kafka_segments_ds.reader.damage import collect_damage
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.checksums import crc32, crc32c
 from kafka_segments_ds.streaming.planner import StreamPlanner
@@ -396,7 +398,26 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
     if offsets and offsets[-1] > 0:
         complaints.extend(_judge_start(read, offsets[-1], strict, dropping))
     complaints.extend(_judge_stream(str(Path(path).parent), options, offsets))
+    complaints.extend(_judge_split(read, len(data), dropping))
     return complaints
+
+
+def _judge_split(read: Any, size: int, dropping: list[Row]) -> list[str]:
+    """DROPMALFORMED split into byte ranges of about a third of the log returns exactly the
+    whole read's rows: each piece starts above the last offset the reader keeps before its cut
+    (a dropped entry counted there made the pieces after it drop valid batches: 616161:140956)."""
+    limit = max(64, size // 3)
+    if limit >= size or _resynchronises(read):
+        return []
+    got = read("DROPMALFORMED", {"maxBytesPerPartition": str(limit)})
+    if isinstance(got, BaseException):
+        return [f"DROPMALFORMED split at {limit} bytes raised: " + _describe(got)]
+    if got != dropping:
+        return [
+            f"DROPMALFORMED split at {limit} bytes returned offsets {[r[0] for r in got]}, not "
+            f"the whole read's {[r[0] for r in dropping]}"
+        ]
+    return []
 
 
 def _judge_stream(directory: str, options: dict[str, Any], offsets: list[int]) -> list[str]:
@@ -453,6 +474,38 @@ def _judge_start(
         if isinstance(failed, InvalidOptionError):
             complaints.append(f"FAILFAST from offset {start} refused: {failed}")
     return complaints
+
+
+class _Resyncs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += "resynchronised at byte" in record.getMessage()
+
+
+def _resynchronises(read: Any) -> bool:
+    """Whether the whole DROPMALFORMED read searches for an entry after damage (it resynchronises,
+    or skips bytes that frame no entry). A split read of such a log is not judged: a piece
+    boundary is placed where the entries are framed, which a search can pass over or start
+    before (981558216:2701, :2711, 121212:740), a known gap."""
+    handler = _Resyncs()
+    logger = logging.getLogger("kafka_segments_ds")
+    disabled, level, propagate = logging.root.manager.disable, logger.level, logger.propagate
+    logging.disable(logging.NOTSET)  # the fuzz worker silences the reader's warnings
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        with collect_damage() as events:
+            read("DROPMALFORMED")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        logger.setLevel(level)
+        logging.disable(disabled)
+    return handler.count > 0 or any(e.skipped_bytes for e in events)
 
 
 def _describe(err: BaseException) -> str:

@@ -6,12 +6,14 @@ showing the bug; each test pins the exact offsets.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
@@ -21,7 +23,8 @@ from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.reader.damage import DamageKind, collect_damage
-from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.batches import as_array, scan_entries
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
@@ -305,3 +308,80 @@ def test_torn_write_check_reads_a_damaged_size_fields_extent_in_bounded_pieces()
     assert max(asked) <= (1 << 20) + 64
     zeros = bytes(bad) + bytes(len(tail))  # zeros from ``end`` on
     assert in_memory_resync(zeros, 100).is_torn_write(0)
+
+
+def _split_order_log(damaged_at: int) -> bytes:
+    """Batches 0..2, a batch 100..101 with byte ``damaged_at`` flipped, 3..4."""
+    damaged = bytearray(v2(100, 2))
+    damaged[damaged_at] ^= 0x55
+    return v2(0, 3) + bytes(damaged) + v2(3, 2)
+
+
+def _write_indexed(tmp_path: Path, data: bytes, with_index: bool) -> str:
+    """``data`` as a segment, with an ``.index`` entry for each entry whose last offset goes
+    above the ones before it, if asked."""
+    path = write(tmp_path, data)
+    if with_index:
+        table = scan_entries(data)
+        keep = table.last_offsets >= np.maximum.accumulate(table.last_offsets)
+        index, _ = kidx.build_indexes(
+            table.positions[keep],
+            table.sizes[keep],
+            table.last_offsets[keep],
+            table.max_timestamps[keep],
+            0,
+            1,
+        )
+        (Path(path) / f"{SEGMENT}.index").write_bytes(index)
+    return path
+
+
+@pytest.mark.parametrize("with_index", [False, True], ids=["hop", "index"])
+@pytest.mark.parametrize("limit", [None, 60, 100, 129, 200, 238, 250])
+def test_a_dropped_batch_does_not_raise_a_pieces_order_floor(
+    tmp_path: Path, limit: int, with_index: bool
+) -> None:
+    """A byte-range piece starts above the last offset the entries before it reach by the
+    reader's rules; the damaged batch 100..101, which the reader drops, counted there, so the
+    pieces after it dropped 3..4 as offsets going back. Damage in its records: dropped also
+    without checksums (they do not decode); damage in its stored CRC: kept without checksums,
+    and then 3..4 go back in every read."""
+    options = {} if limit is None else {"maxBytesPerPartition": limit}
+    (tmp_path / "records").mkdir()
+    (tmp_path / "crc").mkdir()
+    path = _write_indexed(tmp_path / "records", _split_order_log(-3), with_index)
+    assert offsets(path, **options) == [0, 1, 2, 3, 4]
+    assert offsets(path, verifyChecksums=False, **options) == [0, 1, 2, 3, 4]
+    shallow = {"iteration": "shallow", "verifyChecksums": False, **options}
+    assert offsets(path, **shallow) == [2, 101]  # its records are not decoded
+    path = _write_indexed(tmp_path / "crc", _split_order_log(17), with_index)
+    assert offsets(path, **options) == [0, 1, 2, 3, 4]
+    assert offsets(path, verifyChecksums=False, **options) == [0, 1, 2, 100, 101]
+    assert offsets(path, iteration="shallow", **options) == [2, 4]  # a row per batch
+
+
+def test_a_dropped_wrapper_does_not_raise_a_pieces_order_floor(tmp_path: Path) -> None:
+    """616161:140956, split at every entry start: the checksum-valid magic-0 zstd wrapper at
+    byte 0, whose contents the reader drops, set the order floor of every later piece to 0, and
+    the split read returned nothing of 0..2."""
+    data = make_input(616161, 140956)["mutant"].data
+    path = write(tmp_path, data)
+    assert offsets(path) == [0, 1, 2]
+    starts = K.hop_entries(as_array(data), 0, len(data))[0].tolist()
+    assert len(starts) > 1
+    for start in starts[1:]:
+        assert offsets(path, maxBytesPerPartition=start) == [0, 1, 2], start
+
+
+def test_a_batch_going_back_over_a_dropped_one_sets_the_order_floor(tmp_path: Path) -> None:
+    """A checksum-damaged batch 0..10 (dropped), 5..20 (kept: nothing kept before it), 15..16
+    (dropped: it goes back), 21..22: a piece after any cut starts above 20, as the whole read
+    stands there; the dropped batch's offsets set no floor, and neither do those of 15..16."""
+    damaged = bytearray(v2(0, 11))
+    damaged[-3] ^= 0x55
+    parts = [bytes(damaged), v2(5, 16), v2(15, 2), v2(21, 2)]
+    path = write(tmp_path, b"".join(parts))
+    whole = list(range(5, 23))
+    assert offsets(path) == whole
+    for cut in itertools.accumulate(len(p) for p in parts[:-1]):
+        assert offsets(path, maxBytesPerPartition=cut) == whole, cut
