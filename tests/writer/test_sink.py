@@ -272,7 +272,8 @@ def test_schema_without_offset_or_topic_is_refused(tmp_path: Path) -> None:
     schema = pa.schema([("value", pa.binary()), ("offset", pa.int64())])
     with pytest.raises(InvalidInputError, match="no topic"):
         prepare_sink([str(tmp_path)], {}, False, schema)
-    assert prepare_sink([str(tmp_path)], {"topic": "t"}, False, schema).options.topic == "t"
+    spec = prepare_sink([str(tmp_path)], {"topic": "t", "sinkId": "q"}, False, schema)
+    assert spec.options.topic == "t"
 
 
 def test_one_target(tmp_path: Path) -> None:
@@ -308,4 +309,12 @@ def test_sink_id_from_the_checkpoint(tmp_path: Path) -> None:
     other = prepare_sink([str(tmp_path)], {"checkpointLocation": "/b"}, False)
     assert one.sink_id == again.sink_id != other.sink_id
     assert one.sink_id.startswith("checkpoint-")
-    assert prepare_sink([str(tmp_path)], {}, False).sink_id == "default"
+    assert prepare_sink([str(tmp_path)], {"sinkId": "q1"}, False).sink_id == "q1"
+
+
+def test_a_query_with_neither_sink_id_nor_checkpoint_is_refused(tmp_path: Path) -> None:
+    # two such queries would share one id, and each would remove the other's task staging
+    for options in ({}, {"compression": "lz4", "queryName": "q"}, {"checkpointLocation": ""}):
+        with pytest.raises(InvalidOptionError, match="needs the query's option checkpointLocation"):
+            prepare_sink([str(tmp_path)], options, False, KAFKA_SOURCE)
+    assert os.listdir(tmp_path) == []
