@@ -318,3 +318,39 @@ def test_a_query_with_neither_sink_id_nor_checkpoint_is_refused(tmp_path: Path) 
         with pytest.raises(InvalidOptionError, match="needs the query's option checkpointLocation"):
             prepare_sink([str(tmp_path)], options, False, KAFKA_SOURCE)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("segment_bytes", [None, "3000"])
+def test_a_partitions_only_chunk_is_moved_not_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segment_bytes: str | None
+) -> None:
+    # the commit moves a partition's only staged chunk into place as its segment when no entry
+    # would roll it: the same files as copying the chunk's entries; with small segments, copied
+    options = dict(OPTIONS, segmentBytes=segment_bytes, indexIntervalBytes="500")
+    options = {k: v for k, v in options.items() if v is not None}
+    rows = pa.concat_tables(
+        [source_rows("t", 0, list(range(5, 400, 2))), source_rows("t", 1, list(range(3, 300)))]
+    )
+    archives = {}
+    for moved in (True, False):
+        out = tmp_path / f"archive-{moved}"
+        spec = prepare_sink([str(out)], options, overwrite=False, schema=KAFKA_SOURCE)
+        if not moved:
+            monkeypatch.setattr(commit_module._SegmentLog, "adopt", lambda self, chunk: False)
+        result = write_task(spec, 0, rows.to_batches(max_chunksize=50))
+        inodes = {c.partition: os.stat(c.path).st_ino for c in result.chunks}
+        assert commit_batch(spec, [result], 0)
+        monkeypatch.undo()
+        logs = {p: sorted((out / f"t-{p}").glob("*.log")) for p in (0, 1)}
+        if moved and segment_bytes is None:
+            assert {p: [os.stat(f).st_ino for f in logs[p]] for p in (0, 1)} == {
+                p: [inodes[p]] for p in (0, 1)
+            }
+        else:
+            assert all(os.stat(f).st_ino not in inodes.values() for p in (0, 1) for f in logs[p])
+            assert len(logs[0]) > 1 if segment_bytes else True
+        archives[moved] = {k: v for k, v in files(out).items() if not k.startswith(SINK_DIR)}
+        assert archive(out) == expected(rows)
+        assert not [n for n in os.listdir(out) if n.startswith(".kafkasegments-staging")]
+    assert archives[True] == archives[False]
+    assert any(k.endswith(".index") and v for k, v in archives[True].items())
