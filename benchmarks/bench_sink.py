@@ -13,18 +13,25 @@ process per commit), and (c) the kafkasegments sink (a fresh log dir and checkpo
 the archive's record count is checked). Then (d): the sink's own work without Spark, in this
 process: the topic's rows (read from the broker's log dir beforehand, in Arrow batches of 10,000
 rows as Spark hands them) through the sink's tasks (one per partition, one after the other) and
-its commit. Printed: each side's median and spread, and the MB/s of the topic's ``.log`` bytes
-(its lz4 batches) over the times of (b), (c) and (d), median and spread.
+its commit. Printed: what the sink archived (records, the ``.log`` bytes of its lz4 batches, the
+key and value bytes), each side's median and spread, the MB/s of the archived lz4 batches over
+the times of (a) to (d), the sink's time over its peers' in the same round (the machine's load
+changes less within a round), and per query the CPU seconds of this process's tree (Spark's JVM
+and Python workers; Linux), which depends far less on other load than the time does.
+``--arrow-batch`` sets ``spark.sql.execution.arrow.maxRecordsPerBatch``, the rows per Arrow
+batch Spark hands a Python sink (Spark's default 10,000).
 
 Usage::
 
     python benchmarks/bench_sink.py [--records 1000000] [--partitions 2] [--value-bytes 200]
-        [--repeat 3] [--max-offsets 250000] [--data DIR] [--connector-version V]
+        [--repeat 3] [--max-offsets 250000] [--arrow-batch 10000] [--data DIR]
+        [--connector-version V]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -42,6 +49,7 @@ from bench_broker_spark import (
 )
 
 TOPIC = "sink-bench"
+PEERS = (("(a)", "noop"), ("(b)", "bench_counting_sink"), ("(c)", "kafkasegments"))
 
 
 def main() -> int:
@@ -51,6 +59,7 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-offsets", type=int, default=250_000)
+    parser.add_argument("--arrow-batch", type=int, default=10_000)
     parser.add_argument("--data", type=Path, help="work dir (default: a temporary one, removed)")
     parser.add_argument("--connector-version", help="default: the installed pyspark's version")
     args = parser.parse_args()
@@ -120,11 +129,11 @@ def counting_sink() -> type:
 
 
 def run(spark: Any, broker: Broker, work: Path, args: argparse.Namespace, log_bytes: int) -> int:
-    from kafka_segments_ds import read_table
-
     spark.dataSource.register(counting_sink())
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.arrow_batch))
 
     runs = iter(range(1_000_000))
+    archived: dict[str, int] = {}  # what the sink wrote (the same every run: checked)
 
     def query(sink: str) -> float:
         number = next(runs)
@@ -142,46 +151,123 @@ def run(spark: Any, broker: Broker, work: Path, args: argparse.Namespace, log_by
         )
         if sink == "kafkasegments":
             writer = writer.option("compression", "lz4")
+        cpu = tree_cpu_seconds()
         started = time.perf_counter()
         running = writer.start(str(out)) if sink != "noop" else writer.start()
         running.awaitTermination()
         seconds = time.perf_counter() - started
+        if cpu is not None:
+            cpus[sink].append(tree_cpu_seconds() - cpu)  # type: ignore[operator]
         if running.exception() is not None:
             raise SystemExit(f"bench_sink: the {sink} query failed: {running.exception()}")
         if sink == "kafkasegments":
-            table = read_table(out, columns=["partition", "offset"])
-            if table.num_rows != args.records:
+            measured = measure_archive(out)
+            if measured["records"] != args.records:
                 raise SystemExit(
-                    f"bench_sink: the archive holds {table.num_rows} records, not {args.records}"
+                    f"bench_sink: the archive holds {measured['records']} records, "
+                    f"not {args.records}"
                 )
+            if archived.get("log_bytes", measured["log_bytes"]) != measured["log_bytes"]:
+                raise SystemExit("bench_sink: two runs archived different .log bytes")
+            archived.update(measured)
             shutil.rmtree(out)
         shutil.rmtree(checkpoint, ignore_errors=True)
         return seconds
 
     times: dict[str, list[float]] = {"noop": [], "bench_counting_sink": [], "kafkasegments": []}
+    cpus: dict[str, list[float]] = {sink: [] for sink in times}
     for sink in times:
         query(sink)  # untimed: class loading, Python workers
+        cpus[sink].clear()
     for _ in range(args.repeat):
         for sink in times:
             times[sink].append(query(sink))
+    print(
+        f"archived: {archived['records']} records, {archived['log_bytes'] / 1e6:.1f} MB of lz4 "
+        f"batches in .log files ({archived['payload_bytes'] / 1e6:.1f} MB of keys and values); "
+        f"the topic: {log_bytes / 1e6:.1f} MB of .log"
+    )
     print("Trigger.AvailableNow from the earliest offsets, Spark's Kafka source into:")
     print(f"  (a) noop sink                 {spread(times['noop'])}")
     print(f"  (b) counting Python sink      {spread(times['bench_counting_sink'])}")
     print(f"  (c) kafkasegments sink        {spread(times['kafkasegments'])}")
+    if all(cpus.values()):
+        print(
+            "  CPU seconds per query, Spark's JVM and Python workers: "
+            + ", ".join(
+                f"{label} {statistics.median(cpus[sink]):.2f} "
+                f"({min(cpus[sink]):.2f}-{max(cpus[sink]):.2f})"
+                for label, sink in PEERS
+            )
+        )
     times["alone"] = sink_alone(broker, work, args.repeat)
     print(f"  (d) the sink's tasks and commit alone, one core: {spread(times['alone'])}")
+    mb = archived["log_bytes"] / 1e6
+    print(f"MB/s of archived lz4 batches ({mb:.1f} MB) over each side's time:")
     for label, sink in (
-        ("counting Python sink", "bench_counting_sink"),
-        ("sink", "kafkasegments"),
-        ("sink alone", "alone"),
+        ("(a) noop sink", "noop"),
+        ("(b) counting Python sink", "bench_counting_sink"),
+        ("(c) kafkasegments sink", "kafkasegments"),
+        ("(d) sink alone", "alone"),
     ):
-        rates = [log_bytes / 1e6 / t for t in times[sink]]
+        rates = [mb / t for t in times[sink]]
         print(
-            f"{label} MB/s of lz4 batches: median {statistics.median(rates):.1f} "
+            f"  {label:26} median {statistics.median(rates):6.1f} "
             f"(min {min(rates):.1f}, max {max(rates):.1f})"
+        )
+    for peer, sink in (("noop", "noop"), ("counting", "bench_counting_sink")):
+        ratios = [c / p for c, p in zip(times["kafkasegments"], times[sink], strict=True)]
+        print(
+            f"sink time / {peer} time (same round): median {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
         )
     print(f"goal: sink >= 50 MB/s; {load()}")
     return 0
+
+
+def tree_cpu_seconds() -> float | None:
+    """User and system CPU seconds of this process and its descendants (Spark's JVM, its Python
+    workers), finished children they waited for included; None where there is no /proc."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    me = os.getpid()
+    total = 0
+    for pid, spent in ticks.items():
+        ancestor = pid
+        while ancestor not in (me, 0) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == me:
+            total += spent
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measure_archive(out: Path) -> dict[str, int]:
+    """Records, .log bytes and key + value bytes of an archive."""
+    import pyarrow.compute as pc
+
+    from kafka_segments_ds import read_table
+
+    table = read_table(out, columns=["key", "value"])
+    payload = sum(
+        int(pc.sum(pc.binary_length(table.column(name))).as_py() or 0) for name in ("key", "value")
+    )
+    return {
+        "records": table.num_rows,
+        "log_bytes": sum(p.stat().st_size for p in out.glob(f"{TOPIC}-*/*.log")),
+        "payload_bytes": payload,
+    }
 
 
 def sink_alone(broker: Broker, work: Path, repeat: int) -> list[float]:
@@ -200,7 +286,9 @@ def sink_alone(broker: Broker, work: Path, repeat: int) -> list[float]:
     times = []
     for number in range(repeat):
         out = work / f"alone-{number}"
-        spec = prepare_sink([str(out)], {"compression": "lz4"}, False, table.schema)
+        spec = prepare_sink(
+            [str(out)], {"compression": "lz4", "sinkId": "bench"}, False, table.schema
+        )
         started = time.perf_counter()
         results = [write_task(spec, task, batches) for task, batches in enumerate(inputs)]
         commit_batch(spec, results, 0)

@@ -195,12 +195,15 @@ class _SegmentLog:
         self.stream: Any = None
         self.bases: list[int] = []
 
-    def _open(self, base: int) -> None:
+    def _open(self, base: int, source: str | None = None) -> None:
         self.base = base
         self.bases.append(base)
-        self.stream = self.fs.open_output_stream(
-            f"{self.directory}/{segment_file_name(base, LOG_SUFFIX)}"
-        )
+        path = f"{self.directory}/{segment_file_name(base, LOG_SUFFIX)}"
+        if source is None:
+            self.stream = self.fs.open_output_stream(path)
+        else:  # a staged chunk that is the whole segment: moved, not copied
+            self.fs.move(source, path)
+            self.stream = _Adopted()
         self.size = 0
         self.bytes_since_entry = 0
         self.first_max_ts: int | None = None
@@ -272,6 +275,47 @@ class _SegmentLog:
         if self.stream is not None:
             self._close()
             self.stream = None
+
+    def adopt(self, chunk: ChunkResult) -> bool:
+        """Take a staged chunk of absolute offsets (``preserveOffsets``) as a segment of its own,
+        moved into place and its entries only accounted for: what appending them would write,
+        when no entry after its first would roll the segment (checked conservatively) and no
+        segment is open. False (nothing done) otherwise: the chunk is to be copied."""
+        opts = self.opts
+        count = len(chunk.sizes)
+        total = int(chunk.sizes.sum()) if count else 0
+        if self.stream is not None or not count or total > opts.segment_bytes:
+            return False
+        first_ts = int(chunk.max_timestamps[0])
+        if first_ts >= 0 and int(chunk.max_timestamps.max()) - first_ts > opts.segment_ms:
+            return False
+        index_entries = min(count, total // (opts.index_interval_bytes + 1) + 1)
+        if index_entries + 1 >= self.max_time_entries or index_entries >= self.max_index_entries:
+            return False
+        base = int(chunk.first_offsets[0])
+        if int(chunk.last_offsets[-1]) - base > INT32_MAX:
+            return False
+        if self.fs.get_file_info(chunk.path).size != total:
+            return False  # not entries end to end: copied, which checks them
+        self._open(base, source=chunk.path)
+        for size, last, max_ts in zip(
+            chunk.sizes.tolist(),
+            chunk.last_offsets.tolist(),
+            chunk.max_timestamps.tolist(),
+            strict=True,
+        ):
+            self.account(size, last, max_ts)
+        return True
+
+
+class _Adopted:
+    """The stream of a segment moved into place whole: nothing more is written to it."""
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        raise AssertionError("a segment taken whole from a staged chunk is not appended to")
+
+    def close(self) -> None:
+        pass
 
 
 def _rebase_offsets(buffer: bytearray, positions: np.ndarray, delta: int) -> None:
@@ -464,10 +508,13 @@ def commit_job(
         fs.create_dir(staged, recursive=True)
         log = _SegmentLog(fs, staged, opts)
         base = start
-        for chunk in chunks.get((topic, partition), ()):
+        staged_chunks = chunks.get((topic, partition), [])
+        for chunk in staged_chunks:
             if opts.preserve_offsets:  # offsets as the rows give them: checked, not moved
                 base = check_chunk_start(chunk, base, start, name)
-                _copy_chunk(fs, chunk, 0, log)
+                # a partition's only chunk is usually a whole segment: moved, not copied
+                if len(staged_chunks) > 1 or not log.adopt(chunk):
+                    _copy_chunk(fs, chunk, 0, log)
                 continue
             _copy_chunk(fs, chunk, base, log)
             base += chunk.records

@@ -16,9 +16,11 @@ Each micro-batch is a ``preserveOffsets=true`` write (the rows of Spark's Kafka 
   the same sink id). A commit of this sink interrupted after its journal is finished first.
 
 The sink id is the option ``sinkId`` (letters, digits, ``.``, ``_``, ``-``), else derived from
-the ``checkpointLocation`` option, else ``default``: queries writing into one log dir need
-ids of their own. Whatever the ids, a batch can never be written twice: its offsets would go
-back in the log, which ``preserveOffsets`` refuses.
+the ``checkpointLocation`` option; a query with neither is refused (Spark's session-wide
+``spark.sql.streaming.checkpointLocation`` does not reach a data source, and a fixed or random
+id would let two queries share staging, or lose a restarted query's record). Queries writing
+into one log dir need ids of their own. Whatever the ids, a batch can never be written twice:
+its offsets would go back in the log, which ``preserveOffsets`` refuses.
 """
 
 from __future__ import annotations
@@ -130,13 +132,7 @@ def prepare_sink(
             "errorIfTopicExists=true would refuse every micro-batch after the first: not an "
             "option of the sink"
         )
-    if sink_id is None:
-        sink_id = (
-            "checkpoint-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
-            if checkpoint
-            else "default"
-        )
-    elif not _SINK_ID.fullmatch(sink_id) or sink_id in (".", ".."):
+    if sink_id is not None and (not _SINK_ID.fullmatch(sink_id) or sink_id in (".", "..")):
         raise InvalidOptionError(
             f"option sinkId {sink_id[:40]!r} must be 1 to 100 ASCII letters, digits, '.', '_' "
             "or '-'"
@@ -151,6 +147,17 @@ def prepare_sink(
     root = root.rstrip("/") or "/"
     if filesystem.get_file_info(root).type == pafs.FileType.File:
         raise InvalidOptionError(f"{display_path(filesystem, root)} is a file; give a directory")
+    if sink_id is None:
+        if not checkpoint:
+            raise InvalidOptionError(
+                "the kafkasegments sink needs the query's option checkpointLocation "
+                "(.option(\"checkpointLocation\", ...), as Spark's file sink does; Spark's "
+                "spark.sql.streaming.checkpointLocation setting does not reach a data source) or "
+                "the option sinkId naming the query's batch record in the log dir: it is what "
+                "keeps a restarted query's micro-batches exactly once, and what keeps two queries "
+                "writing into one log dir apart"
+            )
+        sink_id = "checkpoint-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
     return SinkSpec(root, opts, sink_id)
 
 

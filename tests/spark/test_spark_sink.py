@@ -159,3 +159,28 @@ def test_processing_time_query_and_readers_while_it_writes(spark, tmp_path: Path
         query.stop()
         if reader is not None:
             reader.stop()
+
+
+def test_a_query_without_checkpoint_option_or_sink_id_is_refused(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # the session's checkpoint setting lets Spark start the query, but does not reach the sink:
+    # two such queries would share one sink id (and each other's staging)
+    source, out = tmp_path / "source", tmp_path / "archive"
+    grow(source, 0, 10)
+    key = "spark.sql.streaming.checkpointLocation"
+    spark.conf.set(key, str(tmp_path / "checkpoints"))
+    try:
+        with pytest.raises(Exception) as raised:  # Spark wraps it in a type of its own
+            query = (
+                spark.readStream.format("kafkasegments")
+                .option("startingOffsets", "earliest")
+                .load(str(source))
+                .writeStream.format("kafkasegments")
+                .queryName("sink_without_checkpoint_option")
+                .trigger(availableNow=True)
+                .start(str(out))
+            )
+            query.awaitTermination()
+    finally:
+        spark.conf.unset(key)
+    assert "needs the query's option checkpointLocation" in str(raised.value)
+    assert not out.exists() or not any(out.iterdir())

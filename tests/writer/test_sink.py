@@ -272,7 +272,8 @@ def test_schema_without_offset_or_topic_is_refused(tmp_path: Path) -> None:
     schema = pa.schema([("value", pa.binary()), ("offset", pa.int64())])
     with pytest.raises(InvalidInputError, match="no topic"):
         prepare_sink([str(tmp_path)], {}, False, schema)
-    assert prepare_sink([str(tmp_path)], {"topic": "t"}, False, schema).options.topic == "t"
+    spec = prepare_sink([str(tmp_path)], {"topic": "t", "sinkId": "q"}, False, schema)
+    assert spec.options.topic == "t"
 
 
 def test_one_target(tmp_path: Path) -> None:
@@ -308,4 +309,48 @@ def test_sink_id_from_the_checkpoint(tmp_path: Path) -> None:
     other = prepare_sink([str(tmp_path)], {"checkpointLocation": "/b"}, False)
     assert one.sink_id == again.sink_id != other.sink_id
     assert one.sink_id.startswith("checkpoint-")
-    assert prepare_sink([str(tmp_path)], {}, False).sink_id == "default"
+    assert prepare_sink([str(tmp_path)], {"sinkId": "q1"}, False).sink_id == "q1"
+
+
+def test_a_query_with_neither_sink_id_nor_checkpoint_is_refused(tmp_path: Path) -> None:
+    # two such queries would share one id, and each would remove the other's task staging
+    for options in ({}, {"compression": "lz4", "queryName": "q"}, {"checkpointLocation": ""}):
+        with pytest.raises(InvalidOptionError, match="needs the query's option checkpointLocation"):
+            prepare_sink([str(tmp_path)], options, False, KAFKA_SOURCE)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("segment_bytes", [None, "3000"])
+def test_a_partitions_only_chunk_is_moved_not_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segment_bytes: str | None
+) -> None:
+    # the commit moves a partition's only staged chunk into place as its segment when no entry
+    # would roll it: the same files as copying the chunk's entries; with small segments, copied
+    options = dict(OPTIONS, segmentBytes=segment_bytes, indexIntervalBytes="500")
+    options = {k: v for k, v in options.items() if v is not None}
+    rows = pa.concat_tables(
+        [source_rows("t", 0, list(range(5, 400, 2))), source_rows("t", 1, list(range(3, 300)))]
+    )
+    archives = {}
+    for moved in (True, False):
+        out = tmp_path / f"archive-{moved}"
+        spec = prepare_sink([str(out)], options, overwrite=False, schema=KAFKA_SOURCE)
+        if not moved:
+            monkeypatch.setattr(commit_module._SegmentLog, "adopt", lambda self, chunk: False)
+        result = write_task(spec, 0, rows.to_batches(max_chunksize=50))
+        inodes = {c.partition: os.stat(c.path).st_ino for c in result.chunks}
+        assert commit_batch(spec, [result], 0)
+        monkeypatch.undo()
+        logs = {p: sorted((out / f"t-{p}").glob("*.log")) for p in (0, 1)}
+        if moved and segment_bytes is None:
+            assert {p: [os.stat(f).st_ino for f in logs[p]] for p in (0, 1)} == {
+                p: [inodes[p]] for p in (0, 1)
+            }
+        else:
+            assert all(os.stat(f).st_ino not in inodes.values() for p in (0, 1) for f in logs[p])
+            assert len(logs[0]) > 1 if segment_bytes else True
+        archives[moved] = {k: v for k, v in files(out).items() if not k.startswith(SINK_DIR)}
+        assert archive(out) == expected(rows)
+        assert not [n for n in os.listdir(out) if n.startswith(".kafkasegments-staging")]
+    assert archives[True] == archives[False]
+    assert any(k.endswith(".index") and v for k, v in archives[True].items())
