@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,83 @@ def run(fn: Callable[[], Any]) -> float:
 
 def alternate(repeat: int, *fns: Callable[[], Any]) -> list[float]:
     """Best time of each, runs alternating."""
-    best = [float("inf")] * len(fns)
+    return [t.wall for t in alternate_cpu(repeat, *fns)]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Best wall time of a query and its least CPU seconds: the JVM's and the Python
+    processes' (workers, planners); CPU None where /proc is not there to read."""
+
+    wall: float
+    jvm: float | None
+    python: float | None
+
+    @property
+    def cpu(self) -> float | None:
+        return None if self.jvm is None or self.python is None else self.jvm + self.python
+
+    def shown(self) -> str:
+        if self.jvm is None or self.python is None:
+            return f"{self.wall:6.2f} s"
+        return f"{self.wall:6.2f} s  (CPU: JVM {self.jvm:5.2f} s, Python {self.python:5.2f} s)"
+
+
+def alternate_cpu(repeat: int, *fns: Callable[[], Any]) -> list[Timing]:
+    """Best wall time and least CPU of each, runs alternating. CPU time is what a loaded,
+    shared machine disturbs least: on an idle one the wall times' ratios come near it."""
+    best = [Timing(float("inf"), None, None)] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
-            best[i] = min(best[i], run(fn))
+            before = spark_cpu()
+            wall = run(fn)
+            after = spark_cpu()
+            jvm = python = None
+            if before is not None and after is not None:
+                jvm, python = after[0] - before[0], after[1] - before[1]
+            old = best[i]
+            best[i] = Timing(
+                min(old.wall, wall),
+                jvm if old.jvm is None or jvm is None else min(old.jvm, jvm),
+                python if old.python is None or python is None else min(old.python, python),
+            )
     return best
+
+
+def spark_cpu() -> tuple[float, float] | None:
+    """CPU seconds the processes under this one have used so far, from /proc (Linux):
+    ``(JVM, Python)``. The JVM's own time is the JVM's; the rest is Python's: the daemon and
+    its workers, and the planner workers the JVM started and reaped (its children's time).
+    None without /proc."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    children: dict[int, list[tuple[int, bool, int, int]]] = {}  # pid, java, own, reaped
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        own, reaped = int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+        children.setdefault(int(fields[1]), []).append((int(name), comm == "java", own, reaped))
+    jvm = python = 0
+    todo = [os.getpid()]
+    while todo:
+        for pid, is_java, own, reaped in children.get(todo.pop(), []):
+            if is_java:
+                jvm += own
+                python += reaped
+            else:
+                python += own + reaped
+            todo.append(pid)
+    return jvm / tick, python / tick
 
 
 # -- data ----------------------------------------------------------------------------------
@@ -302,6 +375,8 @@ def lz4_case(spark, data: Path, gigabytes: float, repeat: int) -> None:  # type:
     t_low, t_high = ts[n // 2], ts[n // 2 + n // 100]
     del first
 
+    import pyspark
+
     from kafka_segments_ds.datasource import KafkaSegmentsReader
     from kafka_segments_ds.options import parse_read_options
 
@@ -330,26 +405,30 @@ def lz4_case(spark, data: Path, gigabytes: float, repeat: int) -> None:  # type:
     print(
         f"{n:,} records, {log.stat().st_size / 1e9:.2f} GB lz4 log, parquet "
         f"{sum(f.stat().st_size for f in parquet.iterdir()) / 1e9:.2f} GB; {parts} input "
-        f"partitions, ~{rows_per_batch:,} rows per Arrow batch ({load()})"
+        f"partitions, ~{rows_per_batch:,} rows per Arrow batch; pyspark {pyspark.__version__} "
+        f"({load()})"
     )
     (fixed,) = alternate(repeat, lambda: spark.read.format("onerow").load().collect())
-    t_k, t_a, t_p, t_floor = alternate(
+    ours, arrow, native, replayed = alternate_cpu(
         repeat,
         lambda: k.selectExpr(*full).collect(),
         lambda: a.selectExpr(*full).collect(),
         lambda: p.selectExpr(*full).collect(),
         lambda: floor.selectExpr(*full).collect(),
     )
+    t_k, t_floor = ours.wall, replayed.wall
     print(f"  fixed cost (one-row source)   {fixed:6.2f} s")
-    print(f"  full scan: kafkasegments      {t_k:6.2f} s")
+    print(f"  full scan: kafkasegments      {ours.shown()}")
+    for name, peer, target in (
+        ("pyarrow-from-parquet Python source", arrow, "  (target >= 1.0)"),
+        ("native parquet    ", native, "  (moonshot >= 0.6)"),
+        ("replay floor      ", replayed, ""),
+    ):
+        print(f"             {name} {peer.shown()}")
+        print(f"               speed ratio {peer.wall / t_k:5.2f}{cpu_ratio(peer, ours)}{target}")
     print(
-        f"             pyarrow-from-parquet Python source {t_a:6.2f} s   ratio "
-        f"{t_a / t_k:5.2f}  (target >= 1.0)"
-    )
-    print(f"             native parquet     {t_p:6.2f} s   ratio {t_p / t_k:5.2f}")
-    print(
-        f"             replay floor       {t_floor:6.2f} s   ratio {t_floor / t_k:5.2f}; Spark "
-        f"spends {(t_floor - fixed) / batches * 1e3:.2f} ms per batch of {rows_per_batch:,} rows"
+        f"  Spark spends {(t_floor - fixed) / batches * 1e3:.2f} ms per batch of "
+        f"{rows_per_batch:,} rows in the replay"
     )
     t_range, t_where = alternate(
         repeat,
@@ -363,6 +442,13 @@ def lz4_case(spark, data: Path, gigabytes: float, repeat: int) -> None:  # type:
             f"  {name:<20} {t:6.2f} s  (t - fixed) / (full - fixed) = "
             f"{(t - fixed) / max(t_k - fixed, 1e-9):.3f}  (target <= 0.1)"
         )
+
+
+def cpu_ratio(peer: Timing, ours: Timing) -> str:
+    """The peer's CPU seconds over ours, where both are known."""
+    if peer.cpu is None or ours.cpu is None:
+        return ""
+    return f"   CPU ratio {peer.cpu / max(ours.cpu, 1e-9):5.2f}"
 
 
 def main(argv: list[str]) -> int:
