@@ -142,6 +142,7 @@ def fuzz(
     deadline = None if minutes is None else began + 60 * minutes
     number = start
     last_note = began
+    shown = 0  # failures printed with the progress lines
     selector = selectors.DefaultSelector()
     busy: dict[int, _Worker] = {}  # by output file descriptor
 
@@ -188,6 +189,9 @@ def fuzz(
             if progress and now - last_note > 60:
                 last_note = now
                 print(f"... {report.inputs} inputs, {len(report.failures)} failures", flush=True)
+                for failure in report.failures[shown:]:
+                    print(f"failure {failure['seed']}:{failure['number']}", flush=True)
+                shown = len(report.failures)
     finally:
         for worker in busy.values():
             worker.close()
