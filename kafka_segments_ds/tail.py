@@ -56,6 +56,7 @@ from kafka_segments_ds.records.batches import (
 )
 from kafka_segments_ds.records.checksums import crc32, crc32c
 from kafka_segments_ds.records.compression import decompress
+from kafka_segments_ds.records.kept import kept_last_offset
 
 WINDOW_BYTES = 1 << 20  # reads of the walk
 MAX_REREADS = 8  # a place ``on_damage`` sends the walk back to (rewritten since read), per walk
@@ -326,10 +327,18 @@ def records_decode(max_decompressed_bytes: int) -> Decodes:
     """A walk's ``decodes`` (:func:`walk_tail`), by the batch reader's rules for
     a checksum-valid v2 batch (deep iteration): its record count and lastOffsetDelta are not
     negative, its codec is known, its records decompress within ``max_decompressed_bytes`` and
-    the record kernel decodes all of them. A legacy entry counts on its checksum, and so does a
-    batch whose codec is not installed (the reader raises there)."""
+    the record kernel decodes all of them. A legacy entry counts when it decodes and, a
+    compressed wrapper, its inner messages expand within the limit (20261126:5886: a gzip bomb
+    wrapper counted on its checksum hid the batch after it that goes back over it). An entry
+    whose codec is not installed counts (the reader raises there)."""
 
     def decodes(data: np.ndarray) -> bool:
+        if data.shape[0] > 16 and data[16] in (0, 1):
+            try:  # the message decodes, and a wrapper's inner messages expand within the limit
+                kept = kept_last_offset(data, -1, max_decompressed_bytes=max_decompressed_bytes)
+            except MissingCodecError:
+                return True
+            return kept is not None
         if data.shape[0] <= V2_OVERHEAD or data[16] != 2:
             return True
         h = K.parse_v2_headers(data, np.zeros(1, np.int64))
@@ -355,7 +364,9 @@ def records_decode(max_decompressed_bytes: int) -> Decodes:
 
 def _records_status(body: np.ndarray, h: np.ndarray, count: int) -> int:
     """The record kernel's status for one batch's records section ``body`` (0: decoded)."""
-    rows = [np.empty(count, np.int64) for _ in range(9)]
+    r_offset, r_ts, r_ts_type, r_kpos, r_klen, r_vpos, r_vlen, r_hpos, r_hcount = (
+        np.empty(count, np.int64) for _ in range(9)
+    )
     status, errpos = np.zeros(1, np.int32), np.zeros(1, np.int64)
     log_append = ((h[:, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8)
     K.decode_v2_records(
@@ -370,7 +381,15 @@ def _records_status(body: np.ndarray, h: np.ndarray, count: int) -> int:
         h[:, K.H_MAX_TS],
         log_append,
         h[:, K.H_LOD],
-        *rows,
+        r_offset,
+        r_ts,
+        r_ts_type,
+        r_kpos,
+        r_klen,
+        r_vpos,
+        r_vlen,
+        r_hpos,
+        r_hcount,
         status,
         errpos,
     )

@@ -61,7 +61,7 @@ def _v2_last_offset(
         return None
     header = decode_batch_header(entry.data)  # raises for negative counts and deltas
     codec = header.attributes & 0x07
-    payload = entry.data[RECORD_BATCH_OVERHEAD:]
+    payload: bytes | memoryview = entry.data[RECORD_BATCH_OVERHEAD:]
     if codec > 4 or (codec == 0 and header.record_count > len(payload) // MIN_RECORD_BYTES):
         return None
     if deep:

@@ -19,9 +19,11 @@ from kafka_segments_ds.layout import discover, segment_file_name
 from kafka_segments_ds.options import ReadOptions, parse_read_options, parse_stream_options
 from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_legacy_message
 from kafka_segments_ds.records.checksums import crc32c
+from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.streaming.planner import StreamPlanner
+from tests.fuzz.corpus import legacy_wrapper
 from tests.fuzz.judge import make_input
 
 TP = ("t", 0)
@@ -181,3 +183,24 @@ def test_unchecked_checksums_keep_the_entries_the_walk_passed_over(tmp_path: Pat
     planner = StreamPlanner([str(logs)], unchecked, limits)
     assert planner.next_offsets({TP: 0}) == {TP: 4}
     assert streamed(planner, 0, 4) == [0, 1]
+
+
+def test_a_legacy_wrapper_the_reader_drops_does_not_hold_the_log_end(tmp_path: Path) -> None:
+    """20261126:5886 -- a gzip wrapper (offset 0) whose contents expand past
+    maxDecompressedBytes is dropped by the reader, which then returns batch 0..3 after it. The
+    tail walk counted the wrapper on its checksum, so batch 0..3 went back over it and the log
+    end was 1: a startingOffsets of 3 (a row the reader returns) was refused."""
+    inner = encode_legacy_message(offset=0, magic=1, key=None, value=b"x" * 4096, timestamp=1)
+    wrapper = legacy_wrapper(inner, last_offset=0, magic=1, codec=CompressionType.GZIP)
+    logs, _ = log_dir(tmp_path, wrapper, batch(0, 3))
+    limit = {"maxDecompressedBytes": "1024"}
+    assert batch_offsets(logs, **limit) == [0, 1, 2, 3]
+    assert batch_offsets(logs, startingOffsets='{"t":{"0":3}}', **limit) == [3]
+    assert log_end(logs, parse_read_options({"mode": "DROPMALFORMED", **limit})) == 4
+    dropping, limits = parse_stream_options({"mode": "DROPMALFORMED", **limit})
+    planner = StreamPlanner([str(logs)], dropping, limits)
+    assert planner.next_offsets({TP: 0}) == {TP: 4}
+    assert streamed(planner, 0, 4) == [0, 1, 2, 3]
+    # within the limit the wrapper's message is returned and the batch goes back over it
+    assert batch_offsets(logs) == [0]
+    assert log_end(logs, parse_read_options({"mode": "DROPMALFORMED"})) == 1
