@@ -28,7 +28,14 @@ from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
 from kafka_segments_ds.ranges import check_offset_range
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryHead, Read, as_array, probe_entry, walk_entries
+from kafka_segments_ds.records.batches import (
+    EntryHead,
+    Read,
+    as_array,
+    has_valid_checksum,
+    probe_entry,
+    walk_entries,
+)
 from kafka_segments_ds.records.kept import kept_last_offset
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
@@ -411,9 +418,10 @@ def split_tasks(
                 end,
                 piece,
             )
+        cuts, floors = _intact_cuts(filesystem, task, cuts, options)
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
-        floors = [task.after_offset, *_order_floors(filesystem, task, cuts, options)]
+        floors = [task.after_offset, *floors]
         out.extend(
             replace(task, start_position=a, end_position=b, after_offset=f)
             for a, b, f in zip(starts, ends, floors, strict=True)
@@ -421,54 +429,61 @@ def split_tasks(
     return out
 
 
-def _order_floors(
+def _intact_cuts(
     filesystem: pafs.FileSystem, task: ScanTask, cuts: list[int], options: ReadOptions
-) -> list[int]:
-    """For each cut of ``task``, the last offset the entries before it reach by the reader's
-    rules (an entry counts when its offsets go above the last counted one and stay below the
-    next segment's base offset, and the reader keeps its records: :func:`kept_last_offset`),
-    so a piece returns exactly the rows of a whole-segment read. Walked from the piece before
-    (without an index every entry is framed); with an index, from the last index position
-    before the cut holding a whole valid entry, and carried over from piece to piece (a walk
-    of one index interval per cut). A walk whose framing does not lead exactly to the cut
-    teaches nothing (index files and size fields are untrusted)."""
+) -> tuple[list[int], list[int]]:
+    """The cuts of ``task`` a piece may start at, and for each the last offset the entries
+    before it reach by the reader's rules (an entry counts when its offsets go above the last
+    counted one and stay below the next segment's base offset, and the reader keeps its
+    records: :func:`kept_last_offset`), so the pieces return exactly the rows of a
+    whole-segment read.
+
+    A cut stands only where the whole read frames an entry too: the entry there is whole and
+    valid, and the walk to it frames whole, checksum-valid entries exactly to it (a damaged
+    entry, which the reader's search for the next entry could pass over or resume before, makes
+    the cut go: its piece joins the one before, so a damage is read by one task from a point
+    both reads frame). The walk starts at the piece before (without an index every entry is
+    framed), or at the last ``.index`` position before the cut holding a whole valid entry whose
+    offset follows the floor carried from piece to piece (a walk of one index interval per
+    cut). Index files and size fields are untrusted; a walk stops at the first damage, so a
+    damage costs at most one piece's walk per later cut."""
     index = _load_offset_index(filesystem, task.segment)
     anchors = np.empty(0, np.int64) if index is None else index.positions
+    next_base = task.next_base_offset
     floor = task.segment.base_offset - 1
     if task.after_offset is not None:
         floor = max(floor, task.after_offset)
+    kept: list[int] = []
     floors: list[int] = []
     previous = task.start_position
     with _reads(filesystem, task.segment) as read:
         for cut in cuts:
+            if _entry_head(filesystem, task.segment, next_base, cut) is None:
+                continue
             start = previous
             for anchor in anchors[(anchors > previous) & (anchors < cut)][::-1].tolist():
-                if _entry_head(filesystem, task.segment, task.next_base_offset, anchor) is not None:
-                    start = anchor
+                head = _entry_head(filesystem, task.segment, next_base, anchor)
+                if head is not None:
+                    start = anchor if head.offset > floor else previous
                     break
-            floor = _walk_order(read, task, start, cut, floor, options)
+            heads = _framed_heads(read, task, start, cut)
+            if heads is None:
+                continue
+            floor = _kept_floor(read, heads, floor, next_base, options)
+            kept.append(cut)
             floors.append(floor)
             previous = cut
-    return floors
-
-
-def _walk_order(
-    read: Read, task: ScanTask, start: int, cut: int, floor: int, options: ReadOptions
-) -> int:
-    """``floor`` carried over the entries framed from ``start`` to ``cut`` (see
-    :func:`_order_floors`); unchanged when the framing does not end exactly at ``cut``."""
-    heads = _framed_heads(read, task, start, cut)
-    if heads is None:
-        return floor
-    return _kept_floor(read, heads, floor, task.next_base_offset, options)
+    return kept, floors
 
 
 def _framed_heads(
     read: Read, task: ScanTask, start: int, cut: int
 ) -> list[tuple[int, int, int, int, int]] | None:
     """(position, length, first offset, last offset, highest offset its records may reach) of
-    each entry framed from ``start`` to ``cut``; None when the framing does not end there."""
+    each entry framed from ``start`` to ``cut``; None at the first entry that is not whole and
+    checksum valid with offsets inside the segment, or when the framing does not end there."""
     window = min(HOP_WINDOW_BYTES, max(cut - start, 4096))  # an index interval: one read
+    base, next_base = task.segment.base_offset, task.next_base_offset
     heads = []
     for walked in walk_entries(read, start, cut, window, file_size=task.segment.size):
         lasts = K.entry_last_offsets(walked.window, walked.positions, walked.magics).tolist()
@@ -478,6 +493,14 @@ def _framed_heads(
             head = walked.window[at : at + 18].tobytes()
             first = int.from_bytes(head[:8], "big", signed=True) if magic == 2 else last
             length = 12 + int.from_bytes(head[8:12], "big", signed=True)
+            entry = walked.window[at : at + length]
+            if (
+                entry.shape[0] < length
+                or not has_valid_checksum(entry)
+                or not base <= first <= last
+                or (next_base is not None and last >= next_base)
+            ):
+                return None
             # a legacy wrapper's offsets are its inner messages' (relative ones after offset 0)
             reach = last if magic == 2 or not head[17] & 0x07 else 2**63
             heads.append((walked.base + at, length, first, last, reach))

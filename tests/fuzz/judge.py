@@ -30,7 +30,6 @@ returns exactly the rows of the clean log in those bounds; indexes only speed re
 from __future__ import annotations
 
 import itertools
-import logging
 import random
 import struct
 import traceback
@@ -46,7 +45,6 @@ from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError, KafkaSegmentsError
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.reader import read_tasks
-from kafka_segments_ds.reader.damage import collect_damage
 from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.checksums import crc32, crc32c
 from kafka_segments_ds.streaming.planner import StreamPlanner
@@ -405,9 +403,11 @@ def judge_log(m: Mutant, options: dict[str, Any], workdir: Path) -> list[str]:
 def _judge_split(read: Any, size: int, dropping: list[Row]) -> list[str]:
     """DROPMALFORMED split into byte ranges of about a third of the log returns exactly the
     whole read's rows: each piece starts above the last offset the reader keeps before its cut
-    (a dropped entry counted there made the pieces after it drop valid batches: 616161:140956)."""
+    (a dropped entry counted there made the pieces after it drop valid batches: 616161:140956),
+    also where the whole read searches after damage: a cut stands only where the entries before
+    it are intact (981558216:2701, 121212:740)."""
     limit = max(64, size // 3)
-    if limit >= size or _resynchronises(read):
+    if limit >= size:
         return []
     got = read("DROPMALFORMED", {"maxBytesPerPartition": str(limit)})
     if isinstance(got, BaseException):
@@ -474,38 +474,6 @@ def _judge_start(
         if isinstance(failed, InvalidOptionError):
             complaints.append(f"FAILFAST from offset {start} refused: {failed}")
     return complaints
-
-
-class _Resyncs(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += "resynchronised at byte" in record.getMessage()
-
-
-def _resynchronises(read: Any) -> bool:
-    """Whether the whole DROPMALFORMED read searches for an entry after damage (it resynchronises,
-    or skips bytes that frame no entry). A split read of such a log is not judged: a piece
-    boundary is placed where the entries are framed, which a search can pass over or start
-    before (981558216:2701, :2711, 121212:740), a known gap."""
-    handler = _Resyncs()
-    logger = logging.getLogger("kafka_segments_ds")
-    disabled, level, propagate = logging.root.manager.disable, logger.level, logger.propagate
-    logging.disable(logging.NOTSET)  # the fuzz worker silences the reader's warnings
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
-    logger.addHandler(handler)
-    try:
-        with collect_damage() as events:
-            read("DROPMALFORMED")
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-        logger.setLevel(level)
-        logging.disable(disabled)
-    return handler.count > 0 or any(e.skipped_bytes for e in events)
 
 
 def _describe(err: BaseException) -> str:

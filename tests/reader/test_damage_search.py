@@ -21,6 +21,8 @@ import kafka_segments_ds
 from kafka_segments_ds import InvalidOptionError
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.layout import discover
+from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.planning import plan_scan
 from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.reader.damage import DamageKind, collect_damage
 from kafka_segments_ds.records import kernels as K
@@ -385,3 +387,49 @@ def test_a_batch_going_back_over_a_dropped_one_sets_the_order_floor(tmp_path: Pa
     assert offsets(path) == whole
     for cut in itertools.accumulate(len(p) for p in parts[:-1]):
         assert offsets(path, maxBytesPerPartition=cut) == whole, cut
+
+
+@pytest.mark.parametrize(
+    ("run_seed", "number"),
+    [
+        (981558216, 2701),
+        (981558216, 2711),
+        *((121212, n) for n in (479, 740, 3031, 3451, 4245, 6221, 9201, 9676)),
+    ],
+)
+def test_a_split_read_cuts_only_where_the_whole_read_frames(
+    tmp_path: Path, run_seed: int, number: int
+) -> None:
+    """Pieces were cut where the planning walk framed an entry, but after damage the whole
+    read's search passed over that spot or resumed before it, and the split read lost rows or
+    returned rows the whole read drops (121212:740 returned [1] for none). A cut now stands only
+    where the walk to it framed whole, checksum-valid entries: split at every entry start and at
+    a third and a tenth of the log, the rows are the whole read's."""
+    made = make_input(run_seed, number)
+    data, options = made["mutant"].data, made["options"]
+    path = write(tmp_path, data)
+    whole = offsets(path, **options)
+    starts = K.hop_entries(as_array(data), 0, len(data))[0].tolist()
+    limits = sorted({*starts[1:], max(1, len(data) // 3), max(1, len(data) // 10)})
+    for limit in limits:
+        assert offsets(path, maxBytesPerPartition=limit, **options) == whole, limit
+
+
+@pytest.mark.parametrize("with_index", [False, True], ids=["hop", "index"])
+@pytest.mark.parametrize("per_piece", [1, 2, 3])
+def test_an_intact_segment_keeps_its_cuts(tmp_path: Path, with_index: bool, per_piece: int) -> None:
+    """Eight intact batches of 3 records (129 to 133 bytes) split every ``per_piece`` batches,
+    as before cuts were checked: each piece starts above the last offset of those before it."""
+    batches = [v2(3 * i, 3) for i in range(8)]
+    at = [0, *itertools.accumulate(len(b) for b in batches)]
+    limit = per_piece * max(len(b) for b in batches)
+    assert limit < (per_piece + 1) * min(len(b) for b in batches)
+    path = _write_indexed(tmp_path, b"".join(batches), with_index)
+    plan = plan_scan(path, parse_read_options(maxBytesPerPartition=limit))
+    got = [(t.start_position, t.end_position, t.after_offset) for t in plan.tasks]
+    want = [
+        (at[i], at[i + per_piece] if i + per_piece < 8 else None, 3 * i - 1 if i else None)
+        for i in range(0, 8, per_piece)
+    ]
+    assert got == want
+    assert offsets(path, maxBytesPerPartition=limit) == list(range(24))
