@@ -271,11 +271,14 @@ class Resync:
         offsets follow the last good entry. Its CRC covers all it holds from its attributes on,
         which lie past ``position``: not in the entry before, so it is no batch stored
         verbatim there. Its length field decides what the CRC covers (a wrong one checks by a
-        2^-32 chance). No CRC covers its offset field: the bytes of it lying before
-        ``position`` belong to the entry before as much as to it, so they must equal those of
-        the offset after the last good entry's (2305:174: the last 4 bytes of a valid batch
-        read as the high bytes of the offset field of a batch cut there made offset
-        3531506008385912842)."""
+        2^-32 chance). No CRC covers its offset field, and the bytes of it lying before
+        ``position`` belong to the entry before as much as to it: its base offset must be the
+        offset after the last good entry's (2305:174: the last 4 bytes of a valid batch read as
+        the high bytes of the offset field of a batch cut there made offset
+        3531506008385912842; 20261126:107090: a batch with a damaged offset field, its first
+        byte borrowed and matching, returned record 10003 at offset 565157600297491 and the
+        batches after it were dropped as going back). A gap there (compaction) loses the
+        batch rather than risk an invented offset."""
         low = max(position - OVERLAP_BYTES, 0)
         if position >= self.range_end or low >= position:
             return None
@@ -283,8 +286,7 @@ class Resync:
         expected = ((self.last_offset() + 1) % 2**64).to_bytes(8, "big")
         for rel in np.flatnonzero(data[16 : 16 + position - low] == 2).tolist():
             start = low + rel
-            borrowed = data[rel : min(position - low, rel + 8)].tobytes()
-            if borrowed != expected[: len(borrowed)]:
+            if data[rel : rel + 8].tobytes() != expected:
                 continue
             entry = self.probe(start)
             if (

@@ -212,6 +212,16 @@ def test_a_cut_batch_checksum_valid_over_the_next_one_does_not_hide_it(tmp_path:
     assert offsets(path, startingOffsets='{"t":{"0":1}}') == [1, 2]
 
 
+def test_an_overlapped_batch_is_read_only_at_the_next_offset(tmp_path: Path) -> None:
+    """20261126:107090 -- reading stood at byte 171, an unknown magic byte; one byte back, a
+    checksum-valid batch (record key-10003) whose offset field no CRC covers was damaged: its
+    first byte (borrowed from the entry before) matched the next offset's, the rest did not.
+    Read there, it returned record 10003 at offset 565157600297491, and the batches 10004..10009
+    after it were dropped as going back. Its base offset must be the next offset itself."""
+    path = fuzz_log(tmp_path, 20261126, 107090)
+    assert offsets(path) == [0, 1, 2, 3, 4, 10004, 10005, 10006, 10007, 10008, 10009]
+
+
 def _overlapping_log() -> tuple[bytes, int]:
     """Batches 0..1, 2..3 cut 3 bytes short, 4..6: the cut batch's size field still counts the
     3 bytes, and the first 3 bytes of the batch 4..6 that took their place equal what was cut
