@@ -23,8 +23,8 @@ batch Spark hands a Python sink (Spark's default 10,000).
 
 Usage::
 
-    python benchmarks/bench_sink.py [--records 1000000] [--partitions 2] [--value-bytes 200]
-        [--repeat 3] [--max-offsets 250000] [--arrow-batch 10000] [--data DIR]
+    python benchmarks/bench_sink.py [--records 4000000] [--partitions 2] [--value-bytes 200]
+        [--repeat 3] [--max-offsets 1000000] [--arrow-batch 10000] [--data DIR]
         [--connector-version V]
 """
 
@@ -54,11 +54,11 @@ PEERS = (("(a)", "noop"), ("(b)", "bench_counting_sink"), ("(c)", "kafkasegments
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--records", type=int, default=4_000_000)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--value-bytes", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--max-offsets", type=int, default=250_000)
+    parser.add_argument("--max-offsets", type=int, default=1_000_000)
     parser.add_argument("--arrow-batch", type=int, default=10_000)
     parser.add_argument("--data", type=Path, help="work dir (default: a temporary one, removed)")
     parser.add_argument("--connector-version", help="default: the installed pyspark's version")
