@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -77,6 +78,7 @@ class Timing:
     wall: float
     jvm: float | None
     python: float | None
+    walls: tuple[float, ...] = ()  # every run's wall time, in round order
 
     @property
     def cpu(self) -> float | None:
@@ -105,6 +107,7 @@ def alternate_cpu(repeat: int, *fns: Callable[[], Any]) -> list[Timing]:
                 min(old.wall, wall),
                 jvm if old.jvm is None or jvm is None else min(old.jvm, jvm),
                 python if old.python is None or python is None else min(old.python, python),
+                (*old.walls, wall),
             )
     return best
 
@@ -426,6 +429,7 @@ def lz4_case(spark, data: Path, gigabytes: float, repeat: int) -> None:  # type:
     ):
         print(f"             {name} {peer.shown()}")
         print(f"               speed ratio {peer.wall / t_k:5.2f}{cpu_ratio(peer, ours)}{target}")
+        print(f"               {round_ratios(peer, ours)}")
     print(
         f"  Spark spends {(t_floor - fixed) / batches * 1e3:.2f} ms per batch of "
         f"{rows_per_batch:,} rows in the replay"
@@ -442,6 +446,16 @@ def lz4_case(spark, data: Path, gigabytes: float, repeat: int) -> None:  # type:
             f"  {name:<20} {t:6.2f} s  (t - fixed) / (full - fixed) = "
             f"{(t - fixed) / max(t_k - fixed, 1e-9):.3f}  (target <= 0.1)"
         )
+
+
+def round_ratios(peer: Timing, ours: Timing) -> str:
+    """The speed ratio of each round (the peer's time over ours, run one after the other):
+    median and spread."""
+    ratios = sorted(p / max(o, 1e-9) for p, o in zip(peer.walls, ours.walls, strict=True))
+    return (
+        f"per round: median {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max "
+        f"{ratios[-1]:.2f}, {len(ratios)} rounds)"
+    )
 
 
 def cpu_ratio(peer: Timing, ours: Timing) -> str:
