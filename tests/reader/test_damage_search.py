@@ -443,3 +443,29 @@ def test_an_intact_segment_keeps_its_cuts(tmp_path: Path, with_index: bool, per_
     ]
     assert got == want
     assert offsets(path, maxBytesPerPartition=limit) == list(range(24))
+
+
+@pytest.mark.parametrize("with_index", [False, True], ids=["hop", "index"])
+def test_a_cut_after_an_index_position_sees_the_damage_before_it(
+    tmp_path: Path, with_index: bool
+) -> None:
+    """Six batches 0..17 with the intact log's ``.index``; batch 1 has a payload bit flip and a
+    size field that leads exactly to batch 4, so the whole read passes over 6..11. The walk to a
+    cut started at the last index position before it and never saw the damage: split at 258,
+    387 or 400 bytes, the read returned 6..11 too. The walk now starts at the piece before."""
+    batches = [v2(3 * i, 3) for i in range(6)]
+    at = [0, *itertools.accumulate(len(b) for b in batches)]
+    damaged = bytearray(batches[1])
+    damaged[-3] ^= 0x55  # the CRC fails
+    struct.pack_into(">i", damaged, 8, at[4] - at[1] - 12)
+    path = write(tmp_path, batches[0] + bytes(damaged) + b"".join(batches[2:]))
+    if with_index:
+        good = scan_entries(b"".join(batches))
+        index, _ = kidx.build_indexes(
+            good.positions, good.sizes, good.last_offsets, good.max_timestamps, 0, 1
+        )
+        (Path(path) / f"{SEGMENT}.index").write_bytes(index)
+    whole = [0, 1, 2, *range(12, 18)]
+    assert offsets(path) == whole
+    for limit in sorted({*at[1:-1], 200, 258, 300, 387, 400}):
+        assert offsets(path, maxBytesPerPartition=limit) == whole, limit
