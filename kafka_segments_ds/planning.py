@@ -461,11 +461,24 @@ def _intact_cuts(
             heads = _framed_heads(read, task, previous, cut)
             if heads is None:
                 continue
-            floor = _kept_floor(read, heads, floor, next_base, options)
+            found = _kept_floor(read, heads, floor, next_base, options, options.deep)
+            # a shallow read expands legacy compressed wrappers where its columns want each
+            # row's entry (reader.legacy), which planning does not know: the cut stands where
+            # the floor is the same either way
+            if (
+                not options.deep
+                and any(h[4] == _WRAPPER_REACH for h in heads)
+                and _kept_floor(read, heads, floor, next_base, options, True) != found
+            ):
+                continue
+            floor = found
             kept.append(cut)
             floors.append(floor)
             previous = cut
     return kept, floors
+
+
+_WRAPPER_REACH = 2**63  # the offsets a legacy compressed wrapper's records may reach: any
 
 
 def _framed_heads(
@@ -494,7 +507,7 @@ def _framed_heads(
             ):
                 return None
             # a legacy wrapper's offsets are its inner messages' (relative ones after offset 0)
-            reach = last if magic == 2 or not head[17] & 0x07 else 2**63
+            reach = last if magic == 2 or not head[17] & 0x07 else _WRAPPER_REACH
             heads.append((walked.base + at, length, first, last, reach))
             end = walked.base + at + length
             if end >= cut:
@@ -508,10 +521,12 @@ def _kept_floor(
     floor: int,
     next_base: int | None,
     options: ReadOptions,
+    expand_wrappers: bool,
 ) -> int:
     """The last offset the reader keeps of the entries ``heads`` (:func:`_framed_heads`) read
     after offset ``floor``: an entry raises it when its offsets follow it and the reader keeps
-    its records (:func:`kept_last_offset`). Planning cost stays about one entry decoded per
+    its records (:func:`kept_last_offset`; ``expand_wrappers``: whether the reader expands
+    legacy compressed wrappers). Planning cost stays about one entry decoded per
     cut: the last entry whose first offset is above every offset the entries before it may reach
     is kept whatever became of those, if the reader keeps it at all, so the walk starts there
     (from the start only when no such entry is kept)."""
@@ -526,6 +541,7 @@ def _kept_floor(
             verify_checksums=options.verify_checksums,
             deep=options.deep,
             max_decompressed_bytes=options.max_decompressed_bytes,
+            expand_wrappers=expand_wrappers,
         )
         return found if found is not None and (next_base is None or found < next_base) else None
 

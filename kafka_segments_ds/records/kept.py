@@ -6,7 +6,8 @@ a segment (the offset after the last entry the reader returns) can ask the same.
 the reader's, as its options set them: the stored checksum (``verify_checksums``), a v2 batch's
 structural fields, and in a deep read (``deep``) that its payload decompresses and its records
 decode; a legacy entry must decode, and a compressed wrapper's inner messages (expanded in a
-deep read) must follow the last offset kept before it.
+deep read, and in a shallow one that wants each row's entry) must follow the last offset kept
+before it.
 """
 
 from __future__ import annotations
@@ -32,16 +33,20 @@ def kept_last_offset(
     verify_checksums: bool = True,
     deep: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    expand_wrappers: bool | None = None,
 ) -> int | None:
     """The last offset of ``entry`` (a whole, plausibly framed entry whose head puts its offsets
     above ``floor``, the last offset kept before it) if the reader returns its records, else
     None (module docstring). The caller checks the head's offsets against ``floor`` and the
-    next segment's base offset."""
+    next segment's base offset. ``expand_wrappers``: whether the reader expands a legacy
+    compressed wrapper (default ``deep``; a shallow read expands them too where its rows need
+    their entry, :mod:`kafka_segments_ds.reader.legacy`)."""
+    expand = deep if expand_wrappers is None else expand_wrappers
     try:
         if entry[16] == 2:
             return _v2_last_offset(entry, verify_checksums, deep, max_decompressed_bytes)
         message = decode_legacy_message(entry.data, 0, verify_checksum=verify_checksums)
-        if message.compression == 0 or not deep:  # compression raises for zstd, ids 5-7
+        if message.compression == 0 or not expand:  # compression raises for zstd, ids 5-7
             return message.offset
         inner = expand_wrapper(
             message, verify_checksum=verify_checksums, max_bytes=max_decompressed_bytes

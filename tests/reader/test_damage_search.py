@@ -27,8 +27,8 @@ from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.reader.damage import DamageKind, collect_damage
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import as_array, scan_entries
-from kafka_segments_ds.records.builder import RecordSpec, encode_batch
-from tests.fuzz.corpus import v2
+from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_legacy_message
+from tests.fuzz.corpus import TS, legacy_wrapper, v2
 from tests.fuzz.judge import make_input
 from tests.reader.test_damage_events import in_memory_resync
 
@@ -469,3 +469,42 @@ def test_a_cut_after_an_index_position_sees_the_damage_before_it(
     assert offsets(path) == whole
     for limit in sorted({*at[1:-1], 200, 258, 300, 387, 400}):
         assert offsets(path, maxBytesPerPartition=limit) == whole, limit
+
+
+def test_a_shallow_read_of_entry_columns_counts_expanded_wrappers(tmp_path: Path) -> None:
+    """Gzip magic-1 wrappers of 0..5 and 3..8, then a plain message at 7. A shallow read that
+    wants each row's entry (batchBaseOffset) expands the wrappers as a deep read does, drops the
+    second as going back and keeps 7; planning counted the second wrapper's offset 8 as the
+    floor, and the piece after it dropped 7. A cut stands now where the floor is the same
+    whether or not the reader expands wrappers."""
+
+    def inner(numbers: range) -> bytes:
+        return b"".join(
+            encode_legacy_message(
+                offset=o, magic=1, key=b"k", value=b"v%d" % o, timestamp=TS, attributes=0
+            )
+            for o in numbers
+        )
+
+    w1 = legacy_wrapper(inner(range(6)), last_offset=5, magic=1, codec=1)
+    w2 = legacy_wrapper(inner(range(3, 9)), last_offset=8, magic=1, codec=1)
+    w3 = encode_legacy_message(offset=7, magic=1, key=b"k", value=b"x", timestamp=TS, attributes=0)
+    tail = v2(9, 2)
+    path = write(tmp_path, w1 + w2 + w3 + tail)
+    ends = list(itertools.accumulate(len(e) for e in (w1, w2, w3)))
+    cases = {
+        ("offset",): ([5, 8, 10], [0, 1, 2, 3, 4, 5, 7, 9, 10]),
+        ("offset", "batchBaseOffset"): ([5, 7, 10], [0, 1, 2, 3, 4, 5, 7, 9, 10]),
+    }
+    for columns, (shallow, deep) in cases.items():
+        for iteration, want in (("shallow", shallow), ("deep", deep)):
+            options = {"iteration": iteration, "columns": list(columns)}
+            assert offsets(path, **options) == want, (columns, iteration)
+            for limit in sorted({*ends, 40, 100}):
+                got = offsets(path, maxBytesPerPartition=limit, **options)
+                assert got == want, (columns, iteration, limit)
+    # the cut before the second wrapper stands (floor 5 either way); those after it go
+    options = parse_read_options(iteration="shallow", maxBytesPerPartition=len(w1))
+    plan = plan_scan(path, options)
+    got = [(t.start_position, t.end_position, t.after_offset) for t in plan.tasks]
+    assert got == [(0, ends[0], None), (ends[0], None, 5)]
