@@ -20,6 +20,7 @@ import pytest
 import kafka_segments_ds
 from kafka_segments_ds import InvalidOptionError
 from kafka_segments_ds import index as kidx
+from kafka_segments_ds.errors import ChecksumError
 from kafka_segments_ds.layout import discover
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import plan_scan
@@ -452,7 +453,8 @@ def test_a_cut_after_an_index_position_sees_the_damage_before_it(
     """Six batches 0..17 with the intact log's ``.index``; batch 1 has a payload bit flip and a
     size field that leads exactly to batch 4, so the whole read passes over 6..11. The walk to a
     cut started at the last index position before it and never saw the damage: split at 258,
-    387 or 400 bytes, the read returned 6..11 too. The walk now starts at the piece before."""
+    387 or 400 bytes, the read returned 6..11 too. With DROPMALFORMED the walk now starts at
+    the piece before."""
     batches = [v2(3 * i, 3) for i in range(6)]
     at = [0, *itertools.accumulate(len(b) for b in batches)]
     damaged = bytearray(batches[1])
@@ -469,6 +471,11 @@ def test_a_cut_after_an_index_position_sees_the_damage_before_it(
     assert offsets(path) == whole
     for limit in sorted({*at[1:-1], 200, 258, 300, 387, 400}):
         assert offsets(path, maxBytesPerPartition=limit) == whole, limit
+        # FAILFAST walks from the index position (planning reads no more than an index
+        # interval per cut): the piece that meets the damage fails the read, as a whole read
+        with pytest.raises(ChecksumError) as failed:
+            kafka_segments_ds.read_table(path, maxBytesPerPartition=limit)
+        assert failed.value.position == at[1], limit
 
 
 def test_a_shallow_read_of_entry_columns_counts_expanded_wrappers(tmp_path: Path) -> None:
