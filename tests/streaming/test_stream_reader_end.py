@@ -204,3 +204,23 @@ def test_a_legacy_wrapper_the_reader_drops_does_not_hold_the_log_end(tmp_path: P
     # within the limit the wrapper's message is returned and the batch goes back over it
     assert batch_offsets(logs) == [0]
     assert log_end(logs, parse_read_options({"mode": "DROPMALFORMED"})) == 1
+
+
+def test_unchecked_checksums_emit_each_row_once(tmp_path: Path) -> None:
+    """verifyChecksums=false: A 0..2, C 3..5 whose checksum fails (its records decode), E 1..1
+    (goes back: dropped). The reader returns C, the tail walk passes over it: the latest offset
+    is 3. The micro-batch [0, 3) was cut at the tail's position only and emitted 0..5, and
+    once F 6..8 was appended, [3, 9) emitted 3..5 again."""
+    c = bytearray(batch(3, 5))
+    at = bytes(c).index(b"v4")
+    c[at + 1] ^= 0x01  # "v4" -> "v5": the CRC fails, the records decode
+    logs, log = log_dir(tmp_path, batch(0, 2), bytes(c), batch(1, 1))
+    assert batch_offsets(logs, verifyChecksums="false") == list(range(6))
+    unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
+    planner = StreamPlanner([str(logs)], unchecked, limits)
+    assert planner.next_offsets({TP: 0}) == {TP: 3}
+    assert streamed(planner, 0, 3) == [0, 1, 2]
+    with log.open("ab") as f:
+        f.write(batch(6, 8))
+    assert planner.next_offsets({TP: 3}) == {TP: 9}
+    assert streamed(planner, 3, 9) == list(range(3, 9))
