@@ -16,7 +16,9 @@ byte 0):
   it never moves the tail.
 
 A legacy entry is ordered by its offset field, the last offset of a compressed wrapper (the
-first is inside its compressed payload); the reader also compares the first.
+first is inside its compressed payload); the reader (deep iteration) also compares the first,
+and so does a walk given ``decodes``: a wrapper whose first inner offset is not above the last
+counted entry's last offset goes back from it, as an entry whose offset field does.
 
 The walk does not decode records, but the reader (deep iteration) drops a checksum-valid batch
 whose records do not decode, and its offsets do not raise the reader's order floor: a later
@@ -72,9 +74,12 @@ class SegmentTail:
     next_offset: int  # the offset after the last counted entry (the base offset: none)
 
 
-Decodes = Callable[[np.ndarray], bool]
-"""``decodes(entry)``: whether the reader returns the records of a whole, checksum-valid entry
-(its bytes; :func:`records_decode`)."""
+Decodes = Callable[[np.ndarray, int], bool]
+"""``decodes(entry, floor)``: whether the reader returns the records of a whole, checksum-valid
+entry (its bytes) after an entry whose last offset is ``floor`` (:func:`records_decode`; only a
+compressed legacy wrapper's first inner offset is compared with it)."""
+
+NO_FLOOR = -(1 << 64)  # below every offset: ``decodes`` asks only whether an entry decodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +184,11 @@ def walk_tail(
                     assert head is not None
                 framed = start + head.length
                 damage = _judge(read, head, walked, at, next_offset, next_base, check_limit)
+                damage = damage or kept.inner_back(head, next_offset)
                 if damage is not None and kept.goes_back(damage):
-                    next_offset = kept.floor_below(head.offset)
+                    next_offset = kept.floor_below(damage)
                     damage = _judge(read, head, walked, at, next_offset, next_base, check_limit)
+                    damage = damage or kept.inner_back(head, next_offset)
                 if damage is not None:
                     break
                 kept.count(head)
@@ -219,11 +226,27 @@ class _Kept:
         self.decodes, self.check_limit = decodes, check_limit
         self.entries: list[EntryHead] = []  # given ``decodes``: those counted
         self.returned: set[int] = set()  # positions of entries that decode
+        self.back: set[int] = set()  # positions of wrappers whose first inner offset went back
 
     def count(self, head: EntryHead) -> None:
         self.end = head.last_offset + 1
         if self.decodes is not None:
             self.entries.append(head)
+
+    def inner_back(self, head: EntryHead, next_offset: int) -> Damage | None:
+        """Given ``decodes``, the damage of a compressed legacy wrapper ``head`` that decodes
+        but whose first inner offset is not above ``next_offset - 1`` (the reader drops it as
+        going back, DROPMALFORMED, or raises, FAILFAST); else None."""
+        if not self._wrapper(head) or self._decodes_after(head, next_offset - 1):
+            return None
+        if not self._returned(head):
+            return None  # it does not decode: counted, and uncounted where that matters
+        self.back.add(head.position)
+        error = CorruptSegmentError(
+            f"offsets not increasing: the first offset inside the wrapper at offset "
+            f"{head.offset} is not above offset {next_offset - 1}"
+        )
+        return Damage(head.position, head.offset, next_offset - 1, error, head, True)
 
     def goes_back(self, damage: Damage) -> bool:
         """Whether ``damage`` is a checksum-valid entry whose offsets go back from the last
@@ -234,17 +257,43 @@ class _Kept:
             and bool(self.entries)
             and damage.checksum_valid
             and entry is not None
-            and entry.offset <= damage.last_offset
+            and (entry.offset <= damage.last_offset or entry.position in self.back)
             and entry.offset <= entry.last_offset
         )
 
-    def floor_below(self, offset: int) -> int:
-        """Uncount the last counted entries from ``offset`` on that do not decode, down to one
-        that does; the next offset after what is left."""
-        entries = self.entries
-        while entries and entries[-1].last_offset >= offset and not self._returned(entries[-1]):
+    def floor_below(self, damage: Damage) -> int:
+        """Uncount the last counted entries that ``damage``'s entry goes back over and that do
+        not decode, down to one that does; the next offset after what is left."""
+        entries, entry = self.entries, damage.entry
+        assert entry is not None
+        while entries and not self._after(entry, entries[-1].last_offset):
+            if self._returned(entries[-1]):
+                break
             entries.pop()
         return entries[-1].last_offset + 1 if entries else self.start
+
+    def _after(self, head: EntryHead, floor: int) -> bool:
+        """Whether the offsets of ``head`` (a compressed wrapper's inner ones) are above
+        ``floor``."""
+        if head.offset <= floor:
+            return False
+        return head.position not in self.back or self._decodes_after(head, floor)
+
+    def _wrapper(self, head: EntryHead) -> bool:
+        """Whether a walk given ``decodes`` compares the first inner offset of ``head``."""
+        return (
+            self.decodes is not None
+            and head.magic < 2
+            and head.codec != 0
+            and (self.check_limit is None or head.length <= self.check_limit)
+        )
+
+    def _decodes_after(self, head: EntryHead, floor: int) -> bool:
+        assert self.decodes is not None
+        if not self.decodes(self._bytes(head), floor):
+            return False
+        self.returned.add(head.position)
+        return True
 
     def next_offset(self) -> int:
         """The offset after the last counted entry the reader returns (ends a walk)."""
@@ -261,16 +310,14 @@ class _Kept:
         assert self.decodes is not None
         if self.check_limit is not None and head.length > self.check_limit:
             return True  # counted on its framing alone
+        return self._decodes_after(head, NO_FLOOR)
+
+    def _bytes(self, head: EntryHead) -> np.ndarray:
         walked = self.window  # the entry is in it, unless the walk went on past its window
         at = head.position - walked.base if walked is not None else -1
         if walked is not None and at >= 0 and at + head.length <= walked.window.shape[0]:
-            data = walked.window[at : at + head.length]
-        else:
-            data = as_array(self.read(head.position, head.length))
-        if not self.decodes(data):
-            return False
-        self.returned.add(head.position)
-        return True
+            return walked.window[at : at + head.length]
+        return as_array(self.read(head.position, head.length))
 
 
 def _judge(
@@ -329,13 +376,15 @@ def records_decode(max_decompressed_bytes: int) -> Decodes:
     negative, its codec is known, its records decompress within ``max_decompressed_bytes`` and
     the record kernel decodes all of them. A legacy entry counts when it decodes and, a
     compressed wrapper, its inner messages expand within the limit (20261126:5886: a gzip bomb
-    wrapper counted on its checksum hid the batch after it that goes back over it). An entry
-    whose codec is not installed counts (the reader raises there)."""
+    wrapper counted on its checksum hid the batch after it that goes back over it) and the
+    first of them is above ``floor``. An entry whose codec is not installed counts (the reader
+    raises there)."""
 
-    def decodes(data: np.ndarray) -> bool:
+    def decodes(data: np.ndarray, floor: int) -> bool:
         if data.shape[0] > 16 and data[16] in (0, 1):
-            try:  # the message decodes, and a wrapper's inner messages expand within the limit
-                kept = kept_last_offset(data, -1, max_decompressed_bytes=max_decompressed_bytes)
+            try:  # the message decodes, a wrapper's inner messages expand within the limit
+                # and the first of them is above ``floor``
+                kept = kept_last_offset(data, floor, max_decompressed_bytes=max_decompressed_bytes)
             except MissingCodecError:
                 return True
             return kept is not None

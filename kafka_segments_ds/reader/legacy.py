@@ -30,7 +30,14 @@ def decode_legacy_run(
     row_entry: list[int] = []
     entries: dict[str, list[int]] = {f: [] for f in ENTRY_FIELDS}
     fault = None
+    # FAILFAST: an uncompressed message at/after end_offset ends the task unjudged (were it
+    # dropped the read would raise there, so nothing after it is returned either way); a
+    # wrapper's offset field is its last offset, its first may be below the end: judged
+    failfast_end = None if opts.drop_malformed else b.end_offset
     for p in positions.tolist():
+        if failfast_end is not None and _uncompressed_from(window, p, failfast_end):
+            state.reached_end = True
+            break
         try:
             message = decode_legacy_message(mv, p, verify_checksum=opts.verify_checksums)
             compressed = message.compression != 0  # raises for zstd or ids 5-7
@@ -122,3 +129,11 @@ def decode_legacy_run(
         parts.rows.append(r)
         parts.entry_count += count
     return fault
+
+
+def _uncompressed_from(window: np.ndarray, p: int, offset: int) -> bool:
+    """Whether the entry at ``p`` of ``window`` is an uncompressed message (its attributes
+    byte says so) whose offset field is ``offset`` or above."""
+    if p + 17 >= window.shape[0] or window[p + 17] & 0x07:
+        return False
+    return int.from_bytes(window[p : p + 8].tobytes(), "big", signed=True) >= offset

@@ -2,8 +2,9 @@
 
 1. :func:`_select_batches` parses the headers, checks that offsets increase and stay inside the
    segment, ends the run at the first batch at/after ``end_offset`` (which ends the task only
-   if it is kept: a dropped one does not) and prunes batches older than the time bound or
-   (shallow reads) before ``start_offset``, those whose checksum matches;
+   if it is kept: a dropped one does not; in FAILFAST mode it ends it unjudged) and prunes
+   batches older than the time bound or (shallow reads) before ``start_offset``, those whose
+   checksum matches;
 2. :func:`_first_bad_batch` finds the first batch whose checksum or header fields are wrong
    (nothing after it is decoded: the reader's damage policy decides what follows);
 3. :func:`_decompress_batches` decompresses compressed batches into the window's arena;
@@ -84,7 +85,7 @@ def decode_v2_run(
     run = _select_batches(state, window, base, positions)
     n = run.positions.shape[0]
     if n == 0:
-        return run.order_fault
+        return None if state.reached_end else run.order_fault
     h = run.h
     ends = run.positions + h[:, K.H_LENGTH] + 12
     # `cut` = index of the first bad batch
@@ -146,13 +147,16 @@ def _select_batches(
     all_positions, all_last = positions, last_offsets
     # offsets increase through a log: the first batch at/after end_offset ends the task if the
     # reader keeps it; one it drops (records that do not decode) does not, the batches after
-    # it may hold offsets below the end (20260601:94), so the run goes on from there
+    # it may hold offsets below the end (20260601:94), so the run goes on from there. In
+    # FAILFAST mode a dropped batch raises, so no batch after it is returned either way: it
+    # ends the task unjudged (damage wholly past the end does not fail the read)
     at_end = False
     if b.end_offset is not None:
         beyond = np.flatnonzero(base_offsets >= b.end_offset)
         if beyond.shape[0]:
-            at_end = True
-            cut = int(beyond[0]) + 1
+            at_end = state.options.drop_malformed
+            state.reached_end = not at_end
+            cut = int(beyond[0]) + int(at_end)
             positions, h = positions[:cut], h[:cut]
             base_offsets, last_offsets = base_offsets[:cut], last_offsets[:cut]
     keep = None

@@ -427,14 +427,15 @@ class StreamPlanner:
         if tail is None or tail.size != last.size or tail.next_offset != stop:
             return segment_tasks(self.filesystem, part, begin, stop, aborted)
         # the batch ends at the end of the last segment's whole entries: cut there, not at an
-        # index lookup (the active segment's preallocated index is megabytes of zeros). The
-        # rows the reader returns there are below ``stop`` (the tail's offset), and no offset
-        # bound cuts the read at a batch it drops: one whose records do not decode, whose
-        # offsets may be at or above ``stop``, with batches the reader returns after it
+        # index lookup (the active segment's preallocated index is megabytes of zeros), and
+        # at ``stop`` (the tail's offset) too: the walk may pass over an entry the reader
+        # returns (verifyChecksums=false: a checksum that fails), whose rows at/after ``stop``
+        # the next micro-batch emits. Only a batch the reader keeps ends a task at ``stop``,
+        # so a dropped one there does not hide the batches after it (20260601:94)
         tasks = segment_tasks(self.filesystem, part, begin, None, aborted)
         cut = [replace(t, end_offset=stop) for t in tasks]
         if cut and cut[-1].segment.path == last.path:
-            cut[-1] = replace(cut[-1], end_offset=None, end_position=tail.end_position)
+            cut[-1] = replace(cut[-1], end_position=tail.end_position)
         return cut
 
     def _data_loss(self, what: str, key: TopicPartition, offset: int | None = None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_segments_ds import read_table
+from kafka_segments_ds import ChecksumError, CorruptSegmentError, read_table
 from kafka_segments_ds.options import parse_stream_options
 from kafka_segments_ds.records.builder import encode_legacy_message
 from kafka_segments_ds.streaming.planner import StreamPlanner
@@ -96,3 +96,31 @@ def test_legacy_ending_offsets_do_not_stop_at_a_dropped_wrapper(tmp_path: Path) 
     assert batch_offsets(logs) == rows
     assert batch_offsets(logs, endingOffsets='{"t":{"0":10}}') == rows
     assert batch_offsets(logs, endingOffsets='{"t":{"0":5}}') == [0, 1, 2, 4]
+
+
+def test_failfast_ending_offsets_do_not_judge_the_batch_at_the_end(tmp_path: Path) -> None:
+    """A 0..2, U 3..5 whose records do not decode, C 6..8: endingOffsets 3 in FAILFAST mode
+    decoded U (81e2fb2) and raised; U ends the task unjudged (were it dropped, FAILFAST would
+    raise there: nothing after it is returned either way), as DROPMALFORMED returns 0..2."""
+    logs, _ = log_dir(tmp_path, batch(0, 2), undecodable(3, 5), batch(6, 8))
+    for mode in ("FAILFAST", "DROPMALFORMED"):
+        table = read_table(str(logs), mode=mode, endingOffsets='{"t":{"0":3}}')
+        assert table.column("offset").to_pylist() == [0, 1, 2]
+    with pytest.raises(CorruptSegmentError, match=r"record length does not fit"):
+        read_table(str(logs), endingOffsets='{"t":{"0":4}}')
+
+
+def test_failfast_ending_offsets_do_not_judge_the_legacy_message_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """Magic 1: messages 0..2, message 3 whose CRC fails, messages 4..5: endingOffsets 3 in
+    FAILFAST mode raised at message 3; it ends the task unjudged."""
+    bad = bytearray(legacy(3))
+    bad[-1] ^= 0x01  # the value's last byte: the CRC fails
+    logs, _ = log_dir(tmp_path, *(legacy(o) for o in range(3)), bytes(bad), legacy(4), legacy(5))
+    for mode in ("FAILFAST", "DROPMALFORMED"):
+        table = read_table(str(logs), mode=mode, endingOffsets='{"t":{"0":3}}')
+        assert table.column("offset").to_pylist() == [0, 1, 2]
+    with pytest.raises(ChecksumError, match=r"CRC-32 mismatch"):
+        read_table(str(logs), endingOffsets='{"t":{"0":4}}')
+    assert batch_offsets(logs, endingOffsets='{"t":{"0":6}}') == [0, 1, 2, 4, 5]

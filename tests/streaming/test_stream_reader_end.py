@@ -204,3 +204,69 @@ def test_a_legacy_wrapper_the_reader_drops_does_not_hold_the_log_end(tmp_path: P
     # within the limit the wrapper's message is returned and the batch goes back over it
     assert batch_offsets(logs) == [0]
     assert log_end(logs, parse_read_options({"mode": "DROPMALFORMED"})) == 1
+
+
+def test_unchecked_checksums_emit_each_row_once(tmp_path: Path) -> None:
+    """verifyChecksums=false: A 0..2, C 3..5 whose checksum fails (its records decode), E 1..1
+    (goes back: dropped). The reader returns C, the tail walk passes over it: the latest offset
+    is 3. The micro-batch [0, 3) was cut at the tail's position only and emitted 0..5, and
+    once F 6..8 was appended, [3, 9) emitted 3..5 again."""
+    c = bytearray(batch(3, 5))
+    at = bytes(c).index(b"v4")
+    c[at + 1] ^= 0x01  # "v4" -> "v5": the CRC fails, the records decode
+    logs, log = log_dir(tmp_path, batch(0, 2), bytes(c), batch(1, 1))
+    assert batch_offsets(logs, verifyChecksums="false") == list(range(6))
+    unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
+    planner = StreamPlanner([str(logs)], unchecked, limits)
+    assert planner.next_offsets({TP: 0}) == {TP: 3}
+    assert streamed(planner, 0, 3) == [0, 1, 2]
+    with log.open("ab") as f:
+        f.write(batch(6, 8))
+    assert planner.next_offsets({TP: 3}) == {TP: 9}
+    assert streamed(planner, 3, 9) == list(range(3, 9))
+
+
+def legacy_messages(offsets: range) -> bytes:
+    return b"".join(
+        encode_legacy_message(offset=o, magic=1, key=b"k", value=b"v%d" % o, timestamp=1000 + o)
+        for o in offsets
+    )
+
+
+def gzip_wrapper(offsets: range) -> bytes:
+    return legacy_wrapper(
+        legacy_messages(offsets), last_offset=offsets[-1], magic=1, codec=CompressionType.GZIP
+    )
+
+
+def test_a_legacy_wrapper_whose_first_inner_offset_goes_back_does_not_move_the_log_end(
+    tmp_path: Path,
+) -> None:
+    """Gzip wrappers W1 0..5, W2 3..8: the reader drops W2 (its first inner offset, 3, goes
+    back), so the log end is 6. The tail walk compared W2's offset field (8) only and said 9:
+    startingOffsets 7 to 9 were accepted and read no row."""
+    logs, _ = log_dir(tmp_path, gzip_wrapper(range(6)), gzip_wrapper(range(3, 9)))
+    assert batch_offsets(logs) == list(range(6))
+    assert log_end(logs) == 6
+    for start in (7, 9):
+        with pytest.raises(InvalidOptionError, match=r"log end offset of .* is 6: "):
+            batch_offsets(logs, startingOffsets=f'{{"t":{{"0":{start}}}}}')
+    assert batch_offsets(logs, startingOffsets='{"t":{"0":6}}') == []
+    planner = dropping_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 6}
+    assert streamed(planner, 0, 6) == list(range(6))
+
+
+def test_a_legacy_wrapper_goes_back_only_over_what_the_reader_returns(tmp_path: Path) -> None:
+    """W1 0..2, G (offset 5) whose gzip payload does not decompress (dropped), W3 3..6: W3's
+    first inner offset goes back over G, which the reader drops, not over W1: W3 is returned
+    and the log end is 7."""
+    garbage = encode_legacy_message(
+        offset=5, magic=1, key=None, value=b"not gzip", timestamp=1005, attributes=1
+    )
+    logs, _ = log_dir(tmp_path, gzip_wrapper(range(3)), garbage, gzip_wrapper(range(3, 7)))
+    assert batch_offsets(logs) == list(range(7))
+    assert log_end(logs) == 7
+    planner = dropping_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 7}
+    assert streamed(planner, 0, 7) == list(range(7))
