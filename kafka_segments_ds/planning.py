@@ -421,10 +421,10 @@ def split_tasks(
         cuts, floors = _intact_cuts(filesystem, task, cuts, options)
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
-        floors = [task.after_offset, *floors]
+        after: list[int | None] = [task.after_offset, *floors]
         out.extend(
             replace(task, start_position=a, end_position=b, after_offset=f)
-            for a, b, f in zip(starts, ends, floors, strict=True)
+            for a, b, f in zip(starts, ends, after, strict=True)
         )
     return out
 
