@@ -53,17 +53,23 @@ def log_end_offset(
     dropped whole, and so is a batch whose records do not decode (deep iteration). ``None``
     when that cannot be told without the reader's resynchronisation: other damage, or entries
     that do not end exactly at the end of the file (a torn or damaged tail)."""
-    limit = decode_limit(options or ReadOptions())
-    tail = segment_tail(filesystem, seg, on_damage=skip_dropped, max_decompressed_bytes=limit)
+    options = options or ReadOptions()
+    tail = segment_tail(
+        filesystem,
+        seg,
+        on_damage=skip_dropped,
+        max_decompressed_bytes=decode_limit(options),
+        verify_checksums=options.verify_checksums,
+    )
     return tail.next_offset if tail.end_position == seg.size else None
 
 
 def decode_limit(options: ReadOptions) -> int | None:
     """The ``max_decompressed_bytes`` of a tail walk that decodes as the reader does with
     ``options`` (:mod:`~kafka_segments_ds.tail`), or None for one that does not: with shallow
-    iteration the reader decodes no records, and with verifyChecksums=false it may return
-    entries whose checksum fails, which no tail walk counts (an undecodable batch after them
-    would take the tail back below their offsets)."""
-    if not options.deep or not options.verify_checksums:
+    iteration the reader decodes no records. With verifyChecksums=false the reader decodes the
+    entries whose checksum fails too: a walk counting them (``verify_checksums=False``) decodes
+    them, and one stopping at them never passes over them."""
+    if not options.deep:
         return None
     return options.max_decompressed_bytes

@@ -13,7 +13,12 @@ byte 0):
 * anything else is damage the caller decides on (``on_damage``): stop there, or go on where the
   reader would resume. A checksum-valid entry whose offsets do not follow is dropped whole by
   the reader (DROPMALFORMED) or raises (FAILFAST); the reader returns none of its records, so
-  it never moves the tail.
+  it never moves the tail;
+* with verifyChecksums=false (``verify_checksums=False``) the reader returns a whole entry whose
+  checksum fails when its offsets follow and (given ``decodes``) its records decode, so the
+  walk counts it then, except where it may still be being written
+  (:func:`unchecked_in_progress`). Otherwise it is damage (``checksum_valid`` False), as with
+  checks: the reader's damage policy resynchronises past it.
 
 A legacy entry is ordered by its offset field, the last offset of a compressed wrapper (the
 first is inside its compressed payload); the reader (deep iteration) also compares the first,
@@ -62,6 +67,8 @@ from kafka_segments_ds.records.kept import kept_last_offset
 
 WINDOW_BYTES = 1 << 20  # reads of the walk
 MAX_REREADS = 8  # a place ``on_damage`` sends the walk back to (rewritten since read), per walk
+ZERO_HEAD_BYTES = 17  # offset, size, epoch/crc, magic: zeros there are no entry (nothing written)
+ZERO_TAIL_BYTES = 8  # an entry ending the file in this many zeros may be torn (unchecked)
 V2_OVERHEAD = 61  # bytes of a v2 batch before its first record
 
 
@@ -161,13 +168,17 @@ def walk_tail(
     on_damage: OnDamage = stop,
     check_limit: int | None = None,
     decodes: Decodes | None = None,
+    verify_checksums: bool = True,
 ) -> SegmentTail:
     """Walk the entries from ``position`` (an entry boundary; the entries before it end with
     offset ``next_offset - 1``) to the end of a file of ``size`` bytes, by the reader's rules
     (module docstring). Entries longer than ``check_limit`` count on their framing alone (and
     are not decoded). ``decodes``: whether the reader returns an entry's records (module
-    docstring); None: every checksum-valid entry counts (shallow iteration, the writer)."""
+    docstring); None: every checksum-valid entry counts (shallow iteration, the writer).
+    ``verify_checksums``: the read's option (False: a whole entry whose checksum fails counts
+    unless it may still be being written, module docstring)."""
     read = _bounded(read, size)
+    judge = _Judge(read, next_base, check_limit, verify_checksums, decodes)
     kept = _Kept(next_offset, decodes, check_limit, read)
     end = position
     rereads = 0
@@ -183,11 +194,11 @@ def walk_tail(
                     head = decode_entry_head(as_array(read(start, ENTRY_HEAD_BYTES)), start)
                     assert head is not None
                 framed = start + head.length
-                damage = _judge(read, head, walked, at, next_offset, next_base, check_limit)
+                damage = judge(head, walked, at, next_offset)
                 damage = damage or kept.inner_back(head, next_offset)
                 if damage is not None and kept.goes_back(damage):
                     next_offset = kept.floor_below(damage)
-                    damage = _judge(read, head, walked, at, next_offset, next_base, check_limit)
+                    damage = judge(head, walked, at, next_offset)
                     damage = damage or kept.inner_back(head, next_offset)
                 if damage is not None:
                     break
@@ -320,23 +331,68 @@ class _Kept:
         return as_array(self.read(head.position, head.length))
 
 
-def _judge(
-    read: Read,
-    head: EntryHead,
-    walked: EntryWindow,
-    at: int,
-    next_offset: int,
-    next_base: int | None,
-    check_limit: int | None,
-) -> Damage | None:
-    """None when the whole, plausibly framed entry ``head`` counts; else the damage."""
-    last = next_offset - 1
-    if check_limit is None or head.length <= check_limit:
-        data = walked.window[at : at + head.length]
-        if data.shape[0] < head.length:
-            data = as_array(read(head.position, head.length))
-        if not has_valid_checksum(data):
-            return Damage(head.position, head.offset, last, _checksum_error(data), head, False)
+class _Judge:
+    """Whether a whole, plausibly framed entry counts, by the reader's rules."""
+
+    def __init__(
+        self,
+        read: Read,
+        next_base: int | None,
+        check_limit: int | None,
+        verify_checksums: bool,
+        decodes: Decodes | None,
+    ) -> None:
+        self.read, self.next_base, self.decodes = read, next_base, decodes
+        self.check_limit, self.verify_checksums = check_limit, verify_checksums
+
+    def __call__(
+        self, head: EntryHead, walked: EntryWindow, at: int, next_offset: int
+    ) -> Damage | None:
+        """None when ``head`` (at ``at`` in ``walked``) counts after an entry whose last offset
+        is ``next_offset - 1``; else the damage."""
+        last = next_offset - 1
+        if self.check_limit is None or head.length <= self.check_limit:
+            data = walked.window[at : at + head.length]
+            if data.shape[0] < head.length:
+                data = as_array(self.read(head.position, head.length))
+            if not has_valid_checksum(data):
+                damage = Damage(
+                    head.position, head.offset, last, _checksum_error(data), head, False
+                )
+                return None if self._unchecked_counts(head, data, last) else damage
+        return _offsets_damage(head, last, self.next_base)
+
+    def _unchecked_counts(self, head: EntryHead, data: np.ndarray, last: int) -> bool:
+        """verifyChecksums=false: whether the reader returns ``head`` whose checksum fails (its
+        bytes ``data``) after offset ``last`` (module docstring)."""
+        if self.verify_checksums or unchecked_in_progress(self.read, head, data):
+            return False
+        if _offsets_damage(head, last, self.next_base) is not None:
+            return False
+        return self.decodes is None or self.decodes(data, last)
+
+
+def unchecked_in_progress(read: Read, head: EntryHead, data: np.ndarray) -> bool:
+    """Whether a whole entry ``head`` (its bytes ``data``) whose checksum fails may still be
+    being written, so that a walk with verifyChecksums=false does not count it yet: appends are
+    sequential, so only the last entry may be, and a preallocated segment's zero bytes make a
+    torn one look whole. It may be when the bytes after it (up to ``ZERO_HEAD_BYTES``, where
+    a walk meets the next head) are all zeros, at least one of them: no entry was written
+    after it (a walk ends at zeros anyway, so its rows are not counted before what follows
+    them is written); or when it ends the file and its last ``ZERO_TAIL_BYTES`` bytes are
+    zeros (a longer run than an encoder ends an entry with: a record's zero header count,
+    lz4's 4-byte end mark). An entry with nonzero bytes after it, or ending the file in a
+    nonzero byte, is whole and counts as the reader returns it."""
+    after = as_array(read(head.position + head.length, ZERO_HEAD_BYTES))
+    if after.any():
+        return False
+    if after.shape[0] > 0:
+        return True  # zeros follow it
+    return not data[-ZERO_TAIL_BYTES:].any()  # it ends the file
+
+
+def _offsets_damage(head: EntryHead, last: int, next_base: int | None) -> Damage | None:
+    """The damage of ``head`` whose offsets do not follow ``last`` (or reach ``next_base``)."""
     reason = None
     if head.last_offset < head.offset:
         reason = f"lastOffsetDelta takes the offsets of batch {head.offset} below it"
@@ -370,21 +426,27 @@ def _framing_damage(read: Read, position: int, next_offset: int) -> Damage:
     return Damage(position, offset, next_offset - 1, None, None, False)
 
 
-def records_decode(max_decompressed_bytes: int) -> Decodes:
+def records_decode(max_decompressed_bytes: int, verify_checksums: bool = True) -> Decodes:
     """A walk's ``decodes`` (:func:`walk_tail`), by the batch reader's rules for
     a checksum-valid v2 batch (deep iteration): its record count and lastOffsetDelta are not
     negative, its codec is known, its records decompress within ``max_decompressed_bytes`` and
     the record kernel decodes all of them. A legacy entry counts when it decodes and, a
     compressed wrapper, its inner messages expand within the limit (20261126:5886: a gzip bomb
     wrapper counted on its checksum hid the batch after it that goes back over it) and the
-    first of them is above ``floor``. An entry whose codec is not installed counts (the reader
-    raises there)."""
+    first of them is above ``floor``; with ``verify_checksums`` (the read's option) the legacy
+    message's and inner messages' checksums must match. An entry whose codec is not installed
+    counts (the reader raises there)."""
 
     def decodes(data: np.ndarray, floor: int) -> bool:
         if data.shape[0] > 16 and data[16] in (0, 1):
             try:  # the message decodes, a wrapper's inner messages expand within the limit
                 # and the first of them is above ``floor``
-                kept = kept_last_offset(data, floor, max_decompressed_bytes=max_decompressed_bytes)
+                kept = kept_last_offset(
+                    data,
+                    floor,
+                    verify_checksums=verify_checksums,
+                    max_decompressed_bytes=max_decompressed_bytes,
+                )
             except MissingCodecError:
                 return True
             return kept is not None
@@ -453,10 +515,12 @@ def segment_tail(
     on_damage: OnDamage = stop,
     check_limit: int | None = None,
     max_decompressed_bytes: int | None = None,
+    verify_checksums: bool = True,
 ) -> SegmentTail:
     """The tail of ``seg``, walked from :func:`tail_start`. Given ``max_decompressed_bytes``
     (the read's option), by what the reader returns with deep iteration (:func:`records_decode`);
-    else every checksum-valid entry whose offsets follow counts."""
+    else every checksum-valid entry whose offsets follow counts. ``verify_checksums``: the read's
+    option (:func:`walk_tail`)."""
     if seg.size == 0:
         return SegmentTail(0, 0, seg.base_offset)
     with kfs.RangeReader(filesystem, seg.path) as read:
@@ -471,7 +535,8 @@ def segment_tail(
             check_limit=check_limit,
             decodes=None
             if max_decompressed_bytes is None
-            else records_decode(max_decompressed_bytes),
+            else records_decode(max_decompressed_bytes, verify_checksums),
+            verify_checksums=verify_checksums,
         )
 
 
@@ -485,5 +550,6 @@ __all__ = [
     "skip_dropped",
     "stop",
     "tail_start",
+    "unchecked_in_progress",
     "walk_tail",
 ]

@@ -75,7 +75,10 @@ def scan_tail(
 
     Appends are sequential, so only the last entry can be incomplete (a preallocated segment's
     zero bytes make a torn entry look whole): one whose checksum fails with nothing written
-    after it is being written and ends the data. Other damage is decided by the batch reader's
+    after it is being written and ends the data. With verifyChecksums=false the reader returns
+    a whole entry whose checksum fails, so the walk counts it too, unless it may still be being
+    written (:func:`~kafka_segments_ds.tail.unchecked_in_progress`: zeros follow it, or it ends
+    the file in zeros). Other damage is decided by the batch reader's
     damage rules (with ``options``' mode): an append in progress ends the data; damage raises
     (FAILFAST, naming file, position and offset) or is passed over as the reader passes it
     (DROPMALFORMED: a checksum-valid entry whose offsets go back is dropped whole), so a
@@ -102,6 +105,7 @@ def scan_tail(
             on_damage=_StreamDamage(filesystem, seg, read, options),
             check_limit=VERIFY_ENTRY_BYTES,
             decodes=_decodes(options),
+            verify_checksums=options.verify_checksums,
         )
 
 
@@ -109,7 +113,7 @@ def _decodes(options: ReadOptions) -> Decodes | None:
     """Whether the reader returns an entry's records (deep iteration, as the micro-batches read;
     :mod:`~kafka_segments_ds.tail`)."""
     limit = decode_limit(options)
-    return None if limit is None else records_decode(limit)
+    return None if limit is None else records_decode(limit, options.verify_checksums)
 
 
 class _StreamDamage:

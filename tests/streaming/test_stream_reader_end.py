@@ -173,16 +173,16 @@ def test_a_micro_batch_is_not_cut_at_a_dropped_batch_at_its_end_offset(tmp_path:
 def test_unchecked_checksums_keep_the_entries_the_walk_passed_over(tmp_path: Path) -> None:
     """verifyChecksums=false (424242:15801): the reader returns A 0..1 whose checksum fails,
     which the tail walk passes over, and drops U 2..3 whose records do not decode. Decoding U
-    took the latest offset back to 0 (A never emitted): with unchecked checksums the walk does
-    not decode, and the latest offset stays 4."""
+    took the latest offset back to 0 (A never emitted); the walk now counts A as the reader
+    returns it, so the latest offset is 2, exactly."""
     a = bytearray(batch(0, 1))
     a[17] ^= 0xFF  # the stored CRC
     logs, _ = log_dir(tmp_path, bytes(a), undecodable(2, 3))
     assert batch_offsets(logs, verifyChecksums="false") == [0, 1]
     unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
     planner = StreamPlanner([str(logs)], unchecked, limits)
-    assert planner.next_offsets({TP: 0}) == {TP: 4}
-    assert streamed(planner, 0, 4) == [0, 1]
+    assert planner.next_offsets({TP: 0}) == {TP: 2}
+    assert streamed(planner, 0, 2) == [0, 1]
 
 
 def test_a_legacy_wrapper_the_reader_drops_does_not_hold_the_log_end(tmp_path: Path) -> None:
@@ -208,9 +208,9 @@ def test_a_legacy_wrapper_the_reader_drops_does_not_hold_the_log_end(tmp_path: P
 
 def test_unchecked_checksums_emit_each_row_once(tmp_path: Path) -> None:
     """verifyChecksums=false: A 0..2, C 3..5 whose checksum fails (its records decode), E 1..1
-    (goes back: dropped). The reader returns C, the tail walk passes over it: the latest offset
-    is 3. The micro-batch [0, 3) was cut at the tail's position only and emitted 0..5, and
-    once F 6..8 was appended, [3, 9) emitted 3..5 again."""
+    (goes back: dropped). The reader returns C. When the tail walk passed over it (latest offset
+    3), the micro-batch [0, 3) was cut at the tail's position only and emitted 0..5, and once
+    F 6..8 was appended, [3, 9) emitted 3..5 again. The walk counts C now: latest offset 6."""
     c = bytearray(batch(3, 5))
     at = bytes(c).index(b"v4")
     c[at + 1] ^= 0x01  # "v4" -> "v5": the CRC fails, the records decode
@@ -218,12 +218,12 @@ def test_unchecked_checksums_emit_each_row_once(tmp_path: Path) -> None:
     assert batch_offsets(logs, verifyChecksums="false") == list(range(6))
     unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
     planner = StreamPlanner([str(logs)], unchecked, limits)
-    assert planner.next_offsets({TP: 0}) == {TP: 3}
-    assert streamed(planner, 0, 3) == [0, 1, 2]
+    assert planner.next_offsets({TP: 0}) == {TP: 6}
+    assert streamed(planner, 0, 6) == list(range(6))
     with log.open("ab") as f:
         f.write(batch(6, 8))
-    assert planner.next_offsets({TP: 3}) == {TP: 9}
-    assert streamed(planner, 3, 9) == list(range(3, 9))
+    assert planner.next_offsets({TP: 6}) == {TP: 9}
+    assert streamed(planner, 6, 9) == [6, 7, 8]
 
 
 def legacy_messages(offsets: range) -> bytes:
@@ -270,3 +270,70 @@ def test_a_legacy_wrapper_goes_back_only_over_what_the_reader_returns(tmp_path: 
     planner = dropping_planner(logs)
     assert planner.next_offsets({TP: 0}) == {TP: 7}
     assert streamed(planner, 0, 7) == list(range(7))
+
+
+def unchecked_planner(logs: Path) -> StreamPlanner:
+    unchecked, limits = parse_stream_options({"mode": "DROPMALFORMED", "verifyChecksums": "false"})
+    return StreamPlanner([str(logs)], unchecked, limits)
+
+
+def bad_checksum(first: int, last: int) -> bytes:
+    """A batch first..last whose CRC fails and whose records decode."""
+    data = bytearray(batch(first, last))
+    at = bytes(data).index(b"v%d" % last)
+    data[at] ^= 0x02  # "v5" -> "t5"
+    return bytes(data)
+
+
+@pytest.mark.parametrize(("case", "latest"), [("20261128:1108", 10), ("20261128:503", 5)])
+def test_unchecked_streams_emit_what_the_batch_read_returns(
+    case: str, latest: int, tmp_path: Path
+) -> None:
+    """verifyChecksums=false. 1108: batches 0..2, 3, 4..7, 8..9 whose CRC fails, 4..5 (goes
+    back): the reader returns 8..9, the walk passed over it (latest offset 8, rows 8, 9 never
+    emitted). 503: 0..1, 2, a gzip wrapper (offset 3) that does not decompress, 3..4: the
+    reader drops the wrapper and returns 3..4; the walk did not decode (latest offset 4)."""
+    seed, number = (int(x) for x in case.split(":"))
+    made = make_input(seed, number)
+    logs, log = log_dir(tmp_path)
+    log.write_bytes(made["mutant"].data)
+    options = {k: str(v).lower() for k, v in made["options"].items()}
+    assert options["verifyChecksums"] == "false"
+    assert batch_offsets(logs, **options) == list(range(latest))
+    stream_options, limits = parse_stream_options({**options, "mode": "DROPMALFORMED"})
+    planner = StreamPlanner([str(logs)], stream_options, limits)
+    assert planner.next_offsets({TP: 0}) == {TP: latest}
+    assert streamed(planner, 0, latest) == list(range(latest))
+
+
+def test_an_unchecked_last_batch_whose_checksum_fails_is_emitted(tmp_path: Path) -> None:
+    """verifyChecksums=false: 0..2, then 3..5 whose CRC fails ending the file in a nonzero
+    byte: whole, returned by the reader, and emitted by the stream (latest offset 6, not 3)."""
+    logs, _ = log_dir(tmp_path, batch(0, 2), bad_checksum(3, 5))
+    assert batch_offsets(logs, verifyChecksums="false") == list(range(6))
+    planner = unchecked_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 6}
+    assert streamed(planner, 0, 6) == list(range(6))
+
+
+@pytest.mark.parametrize(("hole", "zeros_after"), [(-10, 4096), (-10, 0), (-20, 4096)])
+def test_an_unchecked_entry_still_being_written_waits(
+    hole: int, zeros_after: int, tmp_path: Path
+) -> None:
+    """verifyChecksums=false: 0..2, then 3..5 with 10 bytes not written yet (zeros; its CRC
+    fails) at its end or 10 bytes before it, followed by a preallocated segment's zeros to the
+    end of the file, or ending the file (its last bytes zeros): it may still be being written,
+    so the latest offset stays 3; once written, it is 6 and 3..5 are emitted once."""
+    whole = batch(3, 5)
+    torn = whole[:hole] + bytes(10) + whole[len(whole) + hole + 10 :]
+    assert len(torn) == len(whole)
+    assert torn.endswith(bytes(10)) == (hole == -10)
+    logs, log = log_dir(tmp_path, batch(0, 2), torn, bytes(zeros_after))
+    planner = unchecked_planner(logs)
+    assert planner.next_offsets({TP: 0}) == {TP: 3}
+    assert streamed(planner, 0, 3) == [0, 1, 2]
+    with log.open("r+b") as f:
+        f.seek(len(batch(0, 2)))
+        f.write(whole)
+    assert planner.next_offsets({TP: 3}) == {TP: 6}
+    assert streamed(planner, 3, 6) == [3, 4, 5]
