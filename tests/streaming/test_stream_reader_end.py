@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
@@ -23,6 +24,7 @@ from kafka_segments_ds.records.builder import RecordSpec, encode_batch, encode_l
 from kafka_segments_ds.records.checksums import crc32c
 from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.streaming.planner import StreamPlanner
+from kafka_segments_ds.tail import NO_FLOOR, records_decode
 from tests.fuzz.corpus import legacy_wrapper
 from tests.fuzz.judge import make_input
 
@@ -323,11 +325,16 @@ def test_an_unchecked_entry_still_being_written_waits(
     """verifyChecksums=false: 0..2, then 3..5 with 10 bytes not written yet (zeros; its CRC
     fails) at its end or 10 bytes before it, followed by a preallocated segment's zeros to the
     end of the file, or ending the file (its last bytes zeros): it may still be being written,
-    so the latest offset stays 3; once written, it is 6 and 3..5 are emitted once."""
-    whole = batch(3, 5)
+    so the latest offset stays 3; once written, it is 6 and 3..5 are emitted once. The records
+    decode (the zeros fall in the last record's value): only the zeros tell it is not whole."""
+    specs = [
+        RecordSpec(key=b"k", value=b"v%d" % o + b"x" * 30, timestamp=1000 + o) for o in (3, 4, 5)
+    ]
+    whole = encode_batch(specs, base_offset=3)
     torn = whole[:hole] + bytes(10) + whole[len(whole) + hole + 10 :]
     assert len(torn) == len(whole)
     assert torn.endswith(bytes(10)) == (hole == -10)
+    assert records_decode(1 << 20)(np.frombuffer(torn, np.uint8), NO_FLOOR)
     logs, log = log_dir(tmp_path, batch(0, 2), torn, bytes(zeros_after))
     planner = unchecked_planner(logs)
     assert planner.next_offsets({TP: 0}) == {TP: 3}
