@@ -340,3 +340,15 @@ def test_positions_outside_the_buffer_raise_instead_of_reading_past_it(path: str
         )  # fmt: skip
     # a find that starts inside the last 17 bytes finds nothing, and reads nothing past the end
     assert kernels["find_entry_candidate"](buf, len(buf) - 5, len(buf)) == -1
+
+
+@pytest.mark.parametrize("path", sorted(KERNEL_PATHS))
+def test_a_last_offset_past_the_int64_range_wraps_on_both_paths(path: str) -> None:
+    """A damaged baseOffset of 2**63 - 1 plus a lastOffsetDelta of 5 wraps as int64 arithmetic
+    does, on both paths (the pure-Python one raised OverflowError: fuzz 981558216:541)."""
+    buf = np.zeros(64, np.uint8)
+    buf[0:8] = np.frombuffer((2**63 - 1).to_bytes(8, "big"), np.uint8)
+    buf[16] = 2
+    buf[23:27] = np.frombuffer((5).to_bytes(4, "big"), np.uint8)
+    got = KERNEL_PATHS[path]["entry_last_offsets"](buf, np.array([0]), np.array([2], np.int8))
+    assert got.tolist() == [-(2**63) + 4]

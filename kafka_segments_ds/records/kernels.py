@@ -405,7 +405,8 @@ def entry_last_offsets(buf: np.ndarray, positions: np.ndarray, magics: np.ndarra
     for i, (p, magic) in enumerate(zip(positions.tolist(), magics.tolist(), strict=True)):
         if p < 0 or p + (27 if magic == 2 else 8) > len(b):
             raise ValueError(f"no entry header at position {p} of {len(b)} bytes")
-        out[i] = _i64(b, p) + (_i32(b, p + 23) if magic == 2 else 0)
+        last = _i64(b, p) + (_i32(b, p + 23) if magic == 2 else 0)
+        out[i] = (last + 2**63) % 2**64 - 2**63  # wraps as the compiled kernel's int64 does
     return out
 
 
