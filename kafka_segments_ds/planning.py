@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -26,7 +25,7 @@ from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import DataLossError, InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions
-from kafka_segments_ds.ranges import check_offset_range
+from kafka_segments_ds.ranges import RecordReader, check_offset_range
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import (
     EntryHead,
@@ -45,15 +44,6 @@ from kafka_segments_ds.selection import (
     select_partitions,
 )
 from kafka_segments_ds.transactions import collect_aborted
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-
-RecordReader = Callable[
-    [ScanTask, ReadOptions, tuple[str, ...], "pafs.FileSystem | None"], "Iterator[pa.RecordBatch]"
-]
-"""``read_records(task, options, columns, filesystem)``: the reader executing a ScanTask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +209,7 @@ class _Scan:
                     "start at the earliest available offset)"
                 )
             start = EARLIEST
-        check_offset_range(self.filesystem, part, start, end, self.options)
+        check_offset_range(self.filesystem, part, start, end, self.options, self.read_records)
         return self.pruning.narrow(
             None if start == EARLIEST else start, None if end == LATEST else end
         )

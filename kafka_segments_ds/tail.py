@@ -507,6 +507,18 @@ def _records_status(body: np.ndarray, h: np.ndarray, count: int) -> int:
     return int(status[0])
 
 
+class Recorder:
+    """An ``on_damage`` that passes each damage to ``on_damage`` and remembers whether there was
+    any: a walk that met none counted every entry by the rules above, exactly as the reader."""
+
+    def __init__(self, on_damage: OnDamage) -> None:
+        self.on_damage, self.met = on_damage, False
+
+    def __call__(self, damage: Damage) -> int | None:
+        self.met = True
+        return self.on_damage(damage)
+
+
 def segment_tail(
     filesystem: pafs.FileSystem,
     seg: SegmentRef,
@@ -544,6 +556,7 @@ __all__ = [
     "Damage",
     "Decodes",
     "OnDamage",
+    "Recorder",
     "SegmentTail",
     "records_decode",
     "segment_tail",

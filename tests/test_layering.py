@@ -26,7 +26,7 @@ NAME = "kafka_segments_ds"
 
 # bottom to top; a module may import its own layer and the layers below
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "records"),
+    ("errors", "records", "reporting"),
     ("index", "tail", "layout", "journal", "fs", "producer_snapshot", "internal_topics", "tiered"),
     ("options", "schema", "scan_task", "ranges", "selection"),
     ("planning", "transactions"),

@@ -40,6 +40,7 @@ from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_
 from kafka_segments_ds.layout import PartitionLog
 from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.ranges import log_end_offset
+from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.schema import default_columns
 
@@ -292,7 +293,7 @@ def _clipped_start(filesystem: Any, part: PartitionLog, offset: int) -> int:
     range there rather than a refusal)."""
     if not part.segments or offset <= part.segments[-1].base_offset:
         return offset
-    end = log_end_offset(filesystem, part.segments[-1])
+    end = log_end_offset(filesystem, part.segments[-1], None, read_task)
     return offset if end is None else min(offset, end)
 
 

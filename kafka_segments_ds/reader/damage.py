@@ -27,6 +27,7 @@ from kafka_segments_ds.errors import CorruptSegmentError, UnsupportedFormatError
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.reader.resync import Read, Resync, be_int
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.reporting import damage_is_quiet
 
 __all__ = [
     "DamageCounts",
@@ -123,6 +124,15 @@ def collect_damage() -> Iterator[list[DamageEvent]]:
         _SINKS.reset(token)
 
 
+class _Quiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not damage_is_quiet()
+
+
+for _name in ("damage", "resync", "source", "task"):  # the reader's loggers
+    logging.getLogger(f"kafka_segments_ds.reader.{_name}").addFilter(_Quiet())
+
+
 class DamagePolicy:
     """Decides, for one read of a segment, where reading goes on after a bad entry (or
     raises). ``read``/``file_end``: the segment's bytes and size; ``shown``: its path in
@@ -161,7 +171,7 @@ class DamagePolicy:
 
     def _report(self, event: DamageEvent) -> None:
         self.events.append(event)
-        for sink in _SINKS.get():
+        for sink in () if damage_is_quiet() else _SINKS.get():
             sink.append(event)
 
     def fail(

@@ -29,7 +29,7 @@ from kafka_segments_ds.errors import CommitInProgressError, DataLossError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from kafka_segments_ds.planning import plan_partitions, resolve_start, segment_tasks
-from kafka_segments_ds.ranges import decode_limit
+from kafka_segments_ds.ranges import decode_limit, reader_next_offset
 from kafka_segments_ds.reader.damage import DamagePolicy
 from kafka_segments_ds.reader.task import read_task
 from kafka_segments_ds.records import kernels as K
@@ -45,6 +45,7 @@ from kafka_segments_ds.tail import (
     WINDOW_BYTES,
     Damage,
     Decodes,
+    Recorder,
     SegmentTail,
     records_decode,
     tail_start,
@@ -97,16 +98,24 @@ def scan_tail(
             position = tail_start(filesystem, seg, read, VERIFY_ENTRY_BYTES)
             next_offset = seg.base_offset
         options = options or ReadOptions()
-        return walk_tail(
+        damage = Recorder(_StreamDamage(filesystem, seg, read, options))
+        tail = walk_tail(
             read,
             seg.size,
             position,
             next_offset,
-            on_damage=_StreamDamage(filesystem, seg, read, options),
+            on_damage=damage,
             check_limit=VERIFY_ENTRY_BYTES,
             decodes=_decodes(options),
             verify_checksums=options.verify_checksums,
         )
+    if damage.met and options.deep and options.drop_malformed:
+        # past damage, what the reader returns (tail.reader_next_offset)
+        confirmed = reader_next_offset(
+            filesystem, seg, position, next_offset, tail.end_position, options, read_task
+        )
+        tail = replace(tail, next_offset=max(tail.next_offset, confirmed))
+    return tail
 
 
 def _decodes(options: ReadOptions) -> Decodes | None:

@@ -136,6 +136,13 @@ LATER_CAMPAIGN_FAILURES = [
     "981558216:72",
     "981558216:605",
     "981558216:541",
+    # the stream's latest offset and the log end short of the batch read past damage
+    "20261129:11784",
+    "20261129:28968",
+    "20261129:100598",
+    "20261129:127916",
+    "20261129:144694",
+    "20261128:40813",
 ]
 
 
@@ -144,3 +151,63 @@ def test_later_campaign_failures_stay_fixed(case: str, tmp_path: Path) -> None:
     run_seed, number = (int(x) for x in case.split(":"))
     verdict = judge(run_seed, number, tmp_path)
     assert verdict["complaints"] == []
+
+
+def _one_partition(case: str, tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    """The damaged .log of fuzz input ``case`` as the one segment of partition t-0; its
+    read options."""
+    made = make_input(*(int(x) for x in case.split(":")))
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(made["mutant"].data)
+    return directory, made["options"]
+
+
+@pytest.mark.parametrize(
+    ("case", "rows"),
+    [
+        # magic 0, a gzip-members bomb, a v2 batch whose count and lastOffsetDelta lie
+        ("20261129:11784", [0, 1, 5, 6, 7]),
+        # zstd, a nested wrapper, a record-count lie and a backwards batch, unchecked
+        ("20261129:28968", [0, 1, 2, 8, 9]),
+        # magic 0, a wrapper whose inner offsets contradict it, a v2 bomb, later wrappers
+        ("20261128:40813", [0, 1, 2, 3, 4, 8, 9, 10]),
+    ],
+)
+def test_latest_offset_and_log_end_follow_the_reader_past_damage(
+    case: str, rows: list[int], tmp_path: Path
+) -> None:
+    """Where the tail walk meets damage, the reader itself says what it returns after it:
+    the walk's rules stopped the stream's latest offset at 2, 3 and 5 in these inputs (the
+    stream waited where the batch read returned later rows), and the log end of 40813 at 5
+    (a startingOffsets of 10 was refused)."""
+    import pyarrow.fs as pafs
+
+    from kafka_segments_ds import read_table
+    from kafka_segments_ds.layout import discover
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.ranges import log_end_offset
+    from kafka_segments_ds.reader import read_task, read_tasks
+    from kafka_segments_ds.streaming.planner import StreamPlanner
+
+    directory, options = _one_partition(case, tmp_path)
+    got = read_table(str(directory), mode="DROPMALFORMED", **options)
+    assert got.column("offset").to_pylist() == rows
+    stream, limits = parse_stream_options({**options, "mode": "DROPMALFORMED"})
+    planner = StreamPlanner([str(tmp_path)], stream, limits)
+    latest = planner.next_offsets({("t", 0): 0})[("t", 0)]
+    assert latest == rows[-1] + 1
+    tasks = planner.plan({("t", 0): 0}, {("t", 0): latest}, 1)
+    streamed = [
+        o for t in tasks for b in read_tasks(t, stream, ("offset",)) for o in b[0].to_pylist()
+    ]
+    assert streamed == rows
+    seg = discover(str(tmp_path), pafs.LocalFileSystem())[0].segments[-1]
+    assert log_end_offset(pafs.LocalFileSystem(), seg, stream, read_task) == rows[-1] + 1
+    again = read_table(
+        str(directory),
+        mode="DROPMALFORMED",
+        startingOffsets=f'{{"t":{{"0":{rows[-1]}}}}}',
+        **options,
+    )
+    assert again.column("offset").to_pylist() == [rows[-1]]
