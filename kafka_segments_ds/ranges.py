@@ -74,12 +74,12 @@ def log_end_offset(
     offset when empty), by the reader's own rules (:mod:`~kafka_segments_ds.tail`): a
     checksum-valid entry whose offsets do not follow those of the last entry returned is
     dropped whole, and so is a batch whose records do not decode (deep iteration). Where the
-    walk meets damage, with deep iteration, what the reader (``read_records``) returns past it
-    with DROPMALFORMED when that is more (:func:`reader_next_offset`; a FAILFAST read
-    from there raises the damage error where it reaches the damage, 20261128:40813). ``None``
-    when that cannot be told: damage only the reader's resynchronisation sees past (FAILFAST
-    names it when it reaches it; DROPMALFORMED with deep iteration asks the reader), or entries
-    that do not end exactly at the end of the file (a torn or damaged tail)."""
+    walk passed over such an entry, with deep iteration, what the reader (``read_records``)
+    returns with DROPMALFORMED when that is more (:func:`reader_next_offset`: its order floor
+    follows the records it returned, 20261128:40813; a FAILFAST read from there raises the
+    damage error where it reaches the damage). ``None`` when that cannot be told: other damage,
+    which only the reader's resynchronisation sees past (FAILFAST names it when it reaches it),
+    or entries that do not end exactly at the end of the file (a torn or zero-filled tail)."""
     options = options or ReadOptions()
     damage = Recorder(skip_dropped)
     tail = segment_tail(
@@ -89,17 +89,16 @@ def log_end_offset(
         max_decompressed_bytes=decode_limit(options),
         verify_checksums=options.verify_checksums,
     )
-    whole = tail.end_position == seg.size
-    asks = damage.met and options.deep and read_records is not None
-    if asks and (whole or options.drop_malformed):
-        assert read_records is not None
+    if tail.end_position != seg.size:
+        return None
+    if damage.resumed and options.deep and read_records is not None:
         with kfs.RangeReader(filesystem, seg.path) as read:
             start = tail_start(filesystem, seg, read)  # where the walk started
         confirmed = reader_next_offset(
             filesystem, seg, start, seg.base_offset, seg.size, options, read_records
         )
         return max(tail.next_offset, confirmed)
-    return tail.next_offset if whole else None
+    return tail.next_offset
 
 
 def reader_next_offset(
@@ -115,12 +114,15 @@ def reader_next_offset(
     entries of ``seg`` that start in [``start``, ``end``), after entries whose last offset is
     ``next_offset - 1`` (control records included); ``next_offset`` when it returns none.
 
-    A walk that met damage asks this of the reader itself: past damage the reader
-    resynchronises, and its order floor follows the records it returned, not an entry's header
-    (a batch whose lastOffsetDelta lies, a wrapper dropped for its inner offsets), which the
-    walk's rules do not see in every damaged shape (20261129:11784, 20261128:40813). Only the
-    damaged part of a segment is read twice: a walk from the last ``.index`` entry, or from
-    where the last walk of a stream ended."""
+    A tail walk that went on past damage (:class:`~kafka_segments_ds.tail.Recorder`) asks this
+    of the reader itself: past damage the reader resynchronises, and its order floor follows
+    the records it returned, not an entry's header (a batch whose lastOffsetDelta lies, a
+    wrapper dropped for its inner offsets), which the walk's rules do not see in every damaged
+    shape (20261129:11784, 20261128:40813). The walk's answer counts an entry's last offset from
+    its header, this one the last record's: the caller takes the larger. The range is read a
+    second time (from the walk's start: the last ``.index`` entry, or where a stream's last walk
+    ended), without decoding values (``decode``) or reporting its damage again
+    (:func:`~kafka_segments_ds.reporting.quiet_damage`)."""
     task = ScanTask(
         seg,
         None,
@@ -132,9 +134,9 @@ def reader_next_offset(
         include_control=True,
     )
     best = next_offset - 1
-    dropping = replace(options, mode="DROPMALFORMED")
-    with quiet_damage():  # the walk reported it
-        for batch in read_records(task, dropping, ("offset",), filesystem):
+    plain = replace(options, mode="DROPMALFORMED", decode=())
+    with quiet_damage():
+        for batch in read_records(task, plain, ("offset",), filesystem):
             if batch.num_rows:
                 best = max(best, int(pc.max(batch.column(0)).as_py()))
     return best + 1

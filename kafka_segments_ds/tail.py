@@ -40,7 +40,7 @@ go back over a valid one is dropped whatever its last offset).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -79,6 +79,7 @@ class SegmentTail:
     size: int
     end_position: int  # after the last entry counted or passed over as damage
     next_offset: int  # the offset after the last counted entry (the base offset: none)
+    damaged: bool = False  # a stream's walk went on past damage in this segment
 
 
 Decodes = Callable[[np.ndarray, int], bool]
@@ -210,6 +211,10 @@ def walk_tail(
             if framed >= size:
                 return SegmentTail(size, max(end, framed), kept.next_offset())
             damage = _framing_damage(read, framed, next_offset)
+        floor = kept.next_offset()  # the reader's order floor: the last entry it returns
+        if floor < next_offset:  # the last counted ones do not decode (20261130:73)
+            next_offset = floor
+            damage = replace(damage, last_offset=floor - 1)
         resume = on_damage(damage)
         if resume is None:
             return SegmentTail(size, end, kept.next_offset())
@@ -508,15 +513,22 @@ def _records_status(body: np.ndarray, h: np.ndarray, count: int) -> int:
 
 
 class Recorder:
-    """An ``on_damage`` that passes each damage to ``on_damage`` and remembers whether there was
-    any: a walk that met none counted every entry by the rules above, exactly as the reader."""
+    """An ``on_damage`` that passes each damage to ``on_damage`` and remembers whether the walk
+    went on past damage (``resumed``). A walk that did not counted every entry before where it
+    stopped by the rules above, as the reader does; past damage the reader resynchronises, and
+    its order floor follows the records it returned, which the walk's rules do not see in every
+    damaged shape: its caller then asks the reader
+    (:func:`~kafka_segments_ds.ranges.reader_next_offset`). The end of the data (an entry being
+    appended, a zero-filled tail) stops a walk and is no damage here."""
 
     def __init__(self, on_damage: OnDamage) -> None:
-        self.on_damage, self.met = on_damage, False
+        self.on_damage, self.resumed = on_damage, False
 
     def __call__(self, damage: Damage) -> int | None:
-        self.met = True
-        return self.on_damage(damage)
+        resume = self.on_damage(damage)
+        if resume is not None and resume > damage.position:
+            self.resumed = True
+        return resume
 
 
 def segment_tail(

@@ -38,7 +38,7 @@ from kafka_segments_ds.errors import CorruptSegmentError, InvalidOptionError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.internal_topics import CHOICES, TOPICS, Decoder, decoder_for
 from kafka_segments_ds.layout import PartitionLog
-from kafka_segments_ds.options import parse_read_options
+from kafka_segments_ds.options import ReadOptions, parse_read_options
 from kafka_segments_ds.ranges import log_end_offset
 from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.records.batches import scan_entries
@@ -272,6 +272,7 @@ def _reader_options(
         opts["endingTimestamp"] = args.to_timestamp
     named = [(fs, p) for fs, p in found if p.topic is not None]
     unnamed = len(named) < len(found)
+    read_options = parse_read_options(opts)  # the log end by the rules of this read
     for bound, option in ((args.from_offset, "startingOffsets"), (args.to_offset, "endingOffsets")):
         if bound is None or not named:
             continue
@@ -279,7 +280,9 @@ def _reader_options(
         # range clipped to what the partition holds, as kafka-dump-log.sh does per file
         by_topic: dict[str, dict[str, int]] = {}
         for filesystem, part in named:
-            at = _clipped_start(filesystem, part, bound) if option == "startingOffsets" else bound
+            at = bound
+            if option == "startingOffsets":
+                at = _clipped_start(filesystem, part, bound, read_options)
             by_topic.setdefault(str(part.topic), {})[str(part.partition)] = at
         opts[option] = json.dumps(by_topic)
         if option == "startingOffsets" and not any(k.lower() == "failondataloss" for k in opts):
@@ -288,12 +291,12 @@ def _reader_options(
     return opts, unnamed or not found
 
 
-def _clipped_start(filesystem: Any, part: PartitionLog, offset: int) -> int:
-    """``offset``, or the partition's log end offset when the log ends before it (an empty
-    range there rather than a refusal)."""
+def _clipped_start(filesystem: Any, part: PartitionLog, offset: int, options: ReadOptions) -> int:
+    """``offset``, or the partition's log end offset (read with ``options``) when the log ends
+    before it (an empty range there rather than a refusal)."""
     if not part.segments or offset <= part.segments[-1].base_offset:
         return offset
-    end = log_end_offset(filesystem, part.segments[-1], None, read_task)
+    end = log_end_offset(filesystem, part.segments[-1], options, read_task)
     return offset if end is None else min(offset, end)
 
 

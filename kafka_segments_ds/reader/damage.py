@@ -129,7 +129,7 @@ class _Quiet(logging.Filter):
         return not damage_is_quiet()
 
 
-for _name in ("damage", "resync", "source", "task"):  # the reader's loggers
+for _name in ("damage", "resync"):  # the loggers of the damage the reader meets
     logging.getLogger(f"kafka_segments_ds.reader.{_name}").addFilter(_Quiet())
 
 

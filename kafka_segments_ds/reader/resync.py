@@ -277,8 +277,9 @@ class Resync:
         the high bytes of the offset field of a batch cut there made offset
         3531506008385912842; 20261126:107090: a batch with a damaged offset field, its first
         byte borrowed and matching, returned record 10003 at offset 565157600297491 and the
-        batches after it were dropped as going back). A gap there (compaction) loses the
-        batch rather than risk an invented offset."""
+        batches after it were dropped as going back), or a valid entry must start where it ends
+        and go on from its last offset (:meth:`_continued`). A gap there (compaction) with no
+        such successor loses the batch rather than risk an invented offset."""
         low = max(position - OVERLAP_BYTES, 0)
         if position >= self.range_end or low >= position:
             return None
@@ -286,14 +287,14 @@ class Resync:
         expected = ((self.last_offset() + 1) % 2**64).to_bytes(8, "big")
         for rel in np.flatnonzero(data[16 : 16 + position - low] == 2).tolist():
             start = low + rel
-            if data[rel : rel + 8].tobytes() != expected:
-                continue
+            follows = data[rel : rel + 8].tobytes() == expected
             entry = self.probe(start)
             if (
                 entry is not None
                 and entry.magic == 2
                 and start + entry.length > position
                 and self._offsets_may_follow(start)
+                and (follows or self._continued(entry))
             ):
                 if not quiet:
                     log.warning(
@@ -304,6 +305,20 @@ class Resync:
                     )
                 return start
         return None
+
+    def _continued(self, entry: EntryHead) -> bool:
+        """Whether a valid entry starts where the batch ``entry`` ends and its offsets go on
+        exactly from it: the offset field of ``entry`` is then its own, not borrowed bytes that
+        happen to frame it (20261201:13494: a checksum-valid batch whose records do not decode
+        ran 4 bytes into the batch of offset 10003, after offset 3, and the batches from 10004
+        on followed it). A wrong offset field continues the next entry's offsets by chance
+        only."""
+        following = entry.position + entry.length
+        return (
+            following < self.file_end
+            and self.entry_is_valid(following)
+            and self.offset_field(following) == (entry.last_offset + 1) % 2**64
+        )
 
     def resume_after(self, position: int) -> int | None:
         """Where reading resumes after the damaged entry at ``position`` (None: nothing follows).

@@ -60,6 +60,7 @@ Offsets = dict[TopicPartition, int]
 TAIL_WINDOW_BYTES = WINDOW_BYTES  # reads of the tail walk
 VERIFY_ENTRY_BYTES = 64 << 20  # entries up to this size are checksummed before they count
 TAIL_HEAD_BYTES = 17  # offset, size, epoch/crc, magic: enough to tell an entry from damage
+ZERO_END_BYTES = 4096  # zeros ending a file: a preallocated segment (or an entry being written)
 
 
 def scan_tail(
@@ -83,7 +84,10 @@ def scan_tail(
     damage rules (with ``options``' mode): an append in progress ends the data; damage raises
     (FAILFAST, naming file, position and offset) or is passed over as the reader passes it
     (DROPMALFORMED: a checksum-valid entry whose offsets go back is dropped whole), so a
-    damaged active segment never holds the partition's latest offset back, nor moves it back."""
+    damaged active segment never holds the partition's latest offset back, nor moves it back.
+    A walk that went on past damage (DROPMALFORMED, deep iteration) then asks the reader what it
+    returns from the walked range (:func:`~kafka_segments_ds.ranges.reader_next_offset`): the
+    latest offset is the larger answer."""
     if known is not None and known.size == seg.size and known.end_position >= seg.size:
         return known
     with kfs.RangeReader(filesystem, seg.path) as read:
@@ -109,12 +113,14 @@ def scan_tail(
             decodes=_decodes(options),
             verify_checksums=options.verify_checksums,
         )
-    if damage.met and options.deep and options.drop_malformed:
-        # past damage, what the reader returns (tail.reader_next_offset)
+    if known is not None and known.damaged:
+        tail = replace(tail, damaged=True)
+    if damage.resumed and options.deep and options.drop_malformed:
+        # past damage, what the reader returns (ranges.reader_next_offset)
         confirmed = reader_next_offset(
             filesystem, seg, position, next_offset, tail.end_position, options, read_task
         )
-        tail = replace(tail, next_offset=max(tail.next_offset, confirmed))
+        tail = replace(tail, next_offset=max(tail.next_offset, confirmed), damaged=True)
     return tail
 
 
@@ -141,7 +147,11 @@ class _StreamDamage:
         if damage.entry is None:
             return self._past_framing(damage.position, damage.last_offset)
         end = damage.position + damage.entry.length
-        if not damage.checksum_valid and not as_array(self.read(end, TAIL_HEAD_BYTES)).any():
+        if (
+            not damage.checksum_valid
+            and not as_array(self.read(end, TAIL_HEAD_BYTES)).any()
+            and self._zero_ended()
+        ):
             return None  # being written (or damaged: the reader says so once it follows)
         error = damage.error
         assert error is not None
@@ -160,7 +170,7 @@ class _StreamDamage:
         being appended, or one written since the walk read it (walked at the next trigger).
         Damage raises in FAILFAST mode, as the batch reader does."""
         head = as_array(self.read(position, ENTRY_HEAD_BYTES))
-        if not head[:TAIL_HEAD_BYTES].any():
+        if not head[:TAIL_HEAD_BYTES].any() and self._zero_ended():
             return None  # zeros: preallocated, or a head not yet written
         entry = decode_entry_head(head, position)
         if entry is not None and position + entry.length <= self.seg.size:
@@ -172,6 +182,15 @@ class _StreamDamage:
         return self._policy(
             position, last_offset, lambda p: p.bad_framing(position, int(outcome), seen)
         )
+
+    def _zero_ended(self) -> bool:
+        """Whether the file (as listed) ends in ``ZERO_END_BYTES`` zeros, as a preallocated
+        segment being written does, or a file whose last entry is being appended in place:
+        zeros inside the data are then its unwritten end. Zeros before a nonzero end are
+        damage the reader sees past (a zero-filled run inside a copy: 777:121), not the end."""
+        size = self.seg.size
+        start = max(0, size - ZERO_END_BYTES)
+        return not as_array(self.read(start, size - start)).any()
 
     def _policy(
         self, position: int, last_offset: int, decide: Callable[[DamagePolicy], int | None]
@@ -447,8 +466,11 @@ class StreamPlanner:
         # so a dropped one there does not hide the batches after it (20260601:94)
         tasks = segment_tasks(self.filesystem, part, begin, None, aborted)
         cut = [replace(t, end_offset=stop) for t in tasks]
-        if cut and cut[-1].segment.path == last.path:
+        if cut and cut[-1].segment.path == last.path and not tail.damaged:
             cut[-1] = replace(cut[-1], end_position=tail.end_position)
+        # past damage the reader's resynchronisation depends on what follows: a damaged
+        # segment is read to its listed end, as a batch read reads it, its rows cut at ``stop``
+        # (20261201:16564: cut where the walk stopped, the read left out offset 2)
         return cut
 
     def _data_loss(self, what: str, key: TopicPartition, offset: int | None = None) -> None:

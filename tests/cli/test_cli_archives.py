@@ -55,6 +55,30 @@ def test_dump_from_offset_past_the_end_of_some_partitions(
     assert (status, lines, err) == (0, [], "")
 
 
+@pytest.mark.parametrize("mode", ["FAILFAST", "DROPMALFORMED"])
+def test_dump_from_offset_past_a_log_ending_in_a_dropped_batch(
+    three_partitions: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """b-0 (0..4) ends in a copy of its first batch, whose offsets go back: a DROPMALFORMED
+    read drops it whole, so --from-offset 20 is clipped to the log end 5 by that read's own
+    rules (nothing, not a refusal). A FAILFAST read from there reaches the batch and names it
+    (not "past the end of the log")."""
+    last = sorted((three_partitions / "b-0").glob("*.log"))[-1]
+    first = sorted((three_partitions / "b-0").glob("*.log"))[0].read_bytes()
+    with last.open("ab") as f:
+        f.write(first[: 12 + int.from_bytes(first[8:12], "big")])
+    for start in ("20", "4"):
+        argv = ["dump", str(three_partitions / "b-0"), "--from-offset", start, "--mode", mode]
+        status, lines, err = run(capsys, *argv)
+        if mode == "FAILFAST":
+            assert (status, lines) == (1, [])
+            assert "offsets not increasing" in err and str(last) in err
+        elif start == "20":
+            assert (status, lines, err) == (0, [], "")
+        else:
+            assert (status, rows(lines)) == (0, [("b", 0, 4)])
+
+
 def test_dump_offset_range_over_a_directory_not_named_topic_partition(
     three_partitions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -574,3 +574,35 @@ def test_without_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         from kafka_segments_ds.schemas.protobuf import compile_file
 
         compile_file(PROTO_V1, {}, "test")
+
+
+def test_values_are_not_decoded_where_the_log_end_is_asked_of_the_reader(tmp_path: Path) -> None:
+    """A checksum-valid entry whose offsets go back ends the log: the range check and a
+    stream's latest offset ask the reader what it returns past it (ranges.reader_next_offset),
+    offsets only. That read used to decode values too, without the topic or the bound
+    registry: a read with valueFormat=avro from offset 3 failed at planning ("the records'
+    topic is unknown"), where it returns offset 3."""
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.schemas.config import bind_registry
+    from kafka_segments_ds.streaming.planner import StreamPlanner
+
+    _avro_archive(tmp_path)
+    log = next((tmp_path / "users-0").glob("*.log"))
+    data = log.read_bytes()
+    first = data[: 12 + int.from_bytes(data[8:12], "big")]
+    with log.open("ab") as f:
+        f.write(first)  # offsets that go back: dropped whole (DROPMALFORMED)
+    got = read_table(
+        tmp_path,
+        subscribe="users",
+        valueFormat="avro",
+        mode="DROPMALFORMED",
+        startingOffsets='{"users":{"0":3}}',
+    )
+    assert got.column("offset").to_pylist() == [3]
+    assert got.column("value").to_pylist() == [None]
+    options, limits = parse_stream_options(
+        {"subscribe": "users", "valueFormat": "avro", "mode": "DROPMALFORMED"}
+    )
+    planner = StreamPlanner([str(tmp_path)], bind_registry(options, str(tmp_path)), limits)
+    assert planner.next_offsets({("users", 0): 0}) == {("users", 0): 4}

@@ -262,3 +262,62 @@ def test_a_segment_growing_while_its_tail_is_read(tmp_path: Path) -> None:
     assert grown.size == seg.size - 13 + len(rest)
     tail = scan_tail(local, grown, known)
     assert (tail.end_position, tail.next_offset) == (grown.size, 9)
+
+
+@pytest.mark.parametrize("mode", ["FAILFAST", "DROPMALFORMED"])
+def test_a_zero_filled_run_inside_the_log_is_damage_not_its_end(tmp_path: Path, mode: str) -> None:
+    """Zeros over the third of five batches, with batches after them (a copy with a hole):
+    the batch reader resynchronises past them (DROPMALFORMED) or names them (FAILFAST). The
+    tail walk used to take them for a preallocated tail, and the stream waited at offset 6
+    where the batch read returned 9..14 (fuzz 777:121). Zeros that run to the end of the file
+    still end the data (test_a_preallocated_segment_written_in_place)."""
+    log, positions = active_segment(tmp_path, 5)
+    damage(log, positions[2], bytes(positions[3] - positions[2]))
+    options, limits = parse_stream_options({"mode": mode})
+    planner = StreamPlanner([str(tmp_path / "logs")], options, limits)
+    if mode == "FAILFAST":
+        with pytest.raises(CorruptSegmentError) as caught:
+            planner.next_offsets({("t", 0): 0})
+        assert (caught.value.path, caught.value.position) == (str(log), positions[2])
+        with pytest.raises(CorruptSegmentError) as batch_error:
+            read_table(str(tmp_path / "logs"))
+        assert str(batch_error.value) == str(caught.value)
+        return
+    end = planner.next_offsets({("t", 0): 0})
+    assert end == {("t", 0): 15}
+    intact = [0, 1, 2, 3, 4, 5, 9, 10, 11, 12, 13, 14]
+    assert streamed(planner, {("t", 0): 0}, end) == intact
+    batch_read = read_table(str(tmp_path / "logs"), mode="DROPMALFORMED", columns=["offset"])
+    assert batch_read.column("offset").to_pylist() == intact
+
+
+def test_the_reader_is_asked_only_past_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk that stops at the end of the data (an entry being appended, a preallocated zero
+    tail) counted every entry as the reader does: it does not read them a second time
+    (ranges.reader_next_offset). One that went on past damage does."""
+    from kafka_segments_ds.streaming import planner as module
+
+    asked: list[tuple[int, int]] = []
+    real = module.reader_next_offset
+
+    def spy(filesystem, seg, start, next_offset, end, options, read_records):  # type: ignore[no-untyped-def]
+        asked.append((start, end))
+        return real(filesystem, seg, start, next_offset, end, options, read_records)
+
+    monkeypatch.setattr(module, "reader_next_offset", spy)
+    log, positions = active_segment(tmp_path, 3)
+    options, limits = parse_stream_options({"mode": "DROPMALFORMED"})
+    planner = StreamPlanner([str(tmp_path / "logs")], options, limits)
+    with log.open("ab") as f:
+        f.write(batch(9)[:30])  # being appended
+    assert planner.next_offsets({("t", 0): 0}) == {("t", 0): 9}
+    with log.open("ab") as f:
+        f.write(bytes(8192))  # and a preallocated tail after it
+    assert planner.next_offsets({("t", 0): 0}) == {("t", 0): 9}
+    assert asked == []
+    damage(log, positions[1] + 8, (5).to_bytes(4, "big"))  # damage inside: walked past
+    planner = StreamPlanner([str(tmp_path / "logs")], options, limits)
+    assert planner.next_offsets({("t", 0): 0}) == {("t", 0): 9}
+    assert asked == [(0, positions[2] + len(batch(6)))]
