@@ -35,6 +35,7 @@ import fnmatch
 import os
 import posixpath
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -75,6 +76,8 @@ _RETRY_STRATEGIES = {
 # Hadoop spellings of S3 that Spark users type; pyarrow knows only s3://.
 _S3_ALIASES = frozenset({"s3", "s3a", "s3n"})
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
+# a local file URI: file:/p (Hadoop's Path form), file:///p, file://localhost/p
+_FILE_URI = re.compile(r"^file:(?://(?:localhost)?)?(?P<path>/.*)$", re.DOTALL | re.IGNORECASE)
 # A trailing '?key=value&...' without '/' is a URI query (e.g. s3://b/k?region=eu-west-1);
 # any other '?' is a glob character.
 _QUERY = re.compile(r"\?(?P<query>[A-Za-z_][\w.-]*=[^/?]*(?:&[A-Za-z_][\w.-]*=[^/?]*)*)$")
@@ -122,6 +125,10 @@ def resolve(path: str, options: Mapping[str, str] | None = None) -> tuple[pafs.F
     characters are kept in the returned path: only the prefix before the first glob component
     is resolved.
     """
+    local_uri = _FILE_URI.match(path)
+    if local_uri is not None:  # percent-encoded, as URIs are
+        local = posixpath.normpath(urllib.parse.unquote(local_uri["path"]))
+        return pafs.LocalFileSystem(), local
     match = _URI.match(path)
     if match is None:
         local = os.path.abspath(os.path.expanduser(path))
@@ -151,7 +158,13 @@ def resolve(path: str, options: Mapping[str, str] | None = None) -> tuple[pafs.F
             return pafs.S3FileSystem(**s3_kwargs), _join(bucket_and_key, glob_parts)
         scheme = "s3"
 
-    filesystem, resolved = pafs.FileSystem.from_uri(f"{scheme}://{prefix}{query}")
+    try:
+        filesystem, resolved = pafs.FileSystem.from_uri(f"{scheme}://{prefix}{query}")
+    except (OSError, pa.ArrowException) as err:  # a store that cannot be reached, a bad URI
+        reason = scrub(str(err) or type(err).__name__, options)
+        endpoint = _endpoint(None, options) if scheme == "s3" else None
+        where = f" at endpoint {endpoint}" if endpoint else ""
+        raise StorageError(f"cannot open the storage{where}: {reason}", path) from err
     return filesystem, _join(resolved, glob_parts)
 
 
@@ -193,12 +206,19 @@ def unreachable(
     return StorageError(f"cannot read the storage{where}: {reason}", display_path(filesystem, path))
 
 
-def _endpoint(filesystem: pafs.FileSystem, options: Mapping[str, str] | None) -> str | None:
+def _endpoint(filesystem: pafs.FileSystem | None, options: Mapping[str, str] | None) -> str | None:
+    """The endpoint an S3 ``filesystem`` (None: one not made yet) talks to, for messages."""
     for key, value in (options or {}).items():
         if _S3_OPTIONS.get(key.lower()) == "endpoint_override" and value:
             return str(value)
+    if filesystem is not None and filesystem.type_name != "s3":
+        return None
+    if os.environ.get("AWS_ENDPOINT_URL"):  # the AWS SDK's own setting, which pyarrow honours
+        return os.environ["AWS_ENDPOINT_URL"]
     region = getattr(filesystem, "region", None)
-    return f"AWS region {region}" if isinstance(region, str) and region else None
+    if isinstance(region, str) and region:
+        return f"AWS region {region}"
+    return None if filesystem is not None else "AWS S3 (no fs.s3.endpoint given)"
 
 
 def _join(prefix: str, parts: list[str]) -> str:

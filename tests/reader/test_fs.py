@@ -201,3 +201,54 @@ def test_expand_glob_in_memory_subtree(tree: Path) -> None:
     assert expand_glob(sub, "logs/orders-[01]") == ["logs/orders-0", "logs/orders-1"]
     with pytest.raises(InvalidOptionError):
         expand_glob(sub, "*/orders-0")
+
+
+@pytest.mark.parametrize("form", ["file:{p}", "file://{p}", "file://localhost{p}", "FILE:{p}"])
+def test_resolve_local_file_uri_forms(tmp_path: Path, form: str) -> None:
+    """Hadoop's ``file:/p`` (what Spark prints), ``file:///p`` and ``file://localhost/p`` name
+    the local path /p, percent-encoded as URIs are. ``file:/p`` used to be taken for a
+    relative path, ``file://localhost/p`` raised pyarrow's ArrowInvalid."""
+    where = tmp_path / "a b" / "t-0"
+    filesystem, path = resolve(form.format(p=where.as_posix().replace(" ", "%20")))
+    assert isinstance(filesystem, pafs.LocalFileSystem)
+    assert path == where.as_posix()
+
+
+def test_local_file_uris_in_a_path_list_read_each_record_once(tmp_path: Path) -> None:
+    from kafka_segments_ds import read_table, write_table
+
+    write_table(pa.table({"value": [b"a", b"b", b"c"]}), tmp_path, topic="t")
+    paths = [str(tmp_path / "t-0"), f"file:{tmp_path.as_posix()}/t-0"]
+    paths.append(f"file://localhost{tmp_path.as_posix()}")
+    assert read_table(paths).column("offset").to_pylist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("env", [None, "http://127.0.0.1:9"])
+def test_a_store_that_cannot_be_opened_is_a_storage_error(
+    monkeypatch: pytest.MonkeyPatch, env: str | None
+) -> None:
+    """An ``s3://`` path without ``fs.s3.*`` options (credentials from the environment) is
+    opened by pyarrow's ``FileSystem.from_uri``, which resolves the bucket's region over the
+    network: its OSError used to reach the user raw, naming neither the URI nor the
+    endpoint."""
+    import types
+
+    from kafka_segments_ds import fs as kfs
+    from kafka_segments_ds.errors import StorageError
+
+    def from_uri(uri: str) -> None:
+        raise OSError(f"When resolving region for bucket 'archive': AWS Error ({uri})")
+
+    shim = types.SimpleNamespace(FileSystem=types.SimpleNamespace(from_uri=from_uri))
+    monkeypatch.setattr(kfs, "pafs", shim)
+    if env is None:
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    else:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", env)
+    with pytest.raises(StorageError) as info:
+        resolve("s3a://archive/logs")
+    endpoint = env or "AWS S3 (no fs.s3.endpoint given)"
+    assert str(info.value) == (
+        f"cannot open the storage at endpoint {endpoint}: When resolving region for bucket "
+        "'archive': AWS Error (s3://archive/logs) (file s3a://archive/logs)"
+    )
