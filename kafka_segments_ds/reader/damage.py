@@ -41,6 +41,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 MAX_REREADS = 8  # entries read again because their bytes changed, per task
 DETAILED_DROPS = 10  # dropped entries logged one by one (WARNING) per task; then INFO
+MAX_FRAMED_DROPS = 100_000  # entries counted one by one in the bytes one drop passes over
 SUMMARY = "damage_summary"  # set on the log record of a task's summary line (LogRecord attribute)
 
 
@@ -204,20 +205,36 @@ class DamagePolicy:
         level = logging.WARNING if dropped <= DETAILED_DROPS else logging.INFO
         log.log(level, "dropping malformed entry: %s", located)
         resume = self.forensics.resume_after(position)
-        self._report(self._drop(position, resume))
+        for event in self._drop(position, resume):
+            self._report(event)
         return resume
 
-    def _drop(self, position: int, resume: int | None) -> DamageEvent:
-        """The event of dropping the entry at ``position`` when reading resumes at ``resume``."""
+    def _drop(self, position: int, resume: int | None) -> list[DamageEvent]:
+        """The events of dropping the entry at ``position`` when reading resumes at ``resume``:
+        it, each entry framed after it that reading passes over (no valid entry was found
+        there: each is damaged too, 90 legacy messages whose checksums all fail are 90
+        entries), and the bytes left that frame no entry."""
         held = self.forensics.held(position)
         stop = self.range_end if resume is None else resume
         if held is None or stop < position:  # bytes that frame no entry: counted as skipped
             # bytes (none when they lie inside a valid batch before them)
-            return DamageEvent(
-                DamageKind.UNFRAMED, self.shown, position, 0, max(stop - position, 0)
-            )
-        kind = DamageKind.BATCH if held.magic == 2 else DamageKind.MESSAGE
-        return DamageEvent(kind, self.shown, position, held.records, max(stop - held.end, 0))
+            return [
+                DamageEvent(DamageKind.UNFRAMED, self.shown, position, 0, max(stop - position, 0))
+            ]
+        events: list[DamageEvent] = []
+        at, entry = position, held
+        while True:
+            kind = DamageKind.BATCH if entry.magic == 2 else DamageKind.MESSAGE
+            following = None
+            if entry.end < stop and len(events) < MAX_FRAMED_DROPS:  # then: skipped bytes
+                following = self.forensics.held(entry.end)
+            if following is None or following.end > stop:
+                events.append(
+                    DamageEvent(kind, self.shown, at, entry.records, max(stop - entry.end, 0))
+                )
+                return events
+            events.append(DamageEvent(kind, self.shown, at, entry.records, 0))
+            at, entry = entry.end, following
 
     def log_summary(self) -> None:
         """One line for the read: what DROPMALFORMED dropped in all."""

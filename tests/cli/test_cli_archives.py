@@ -5,6 +5,7 @@ ABORT markers whose .txnindex is missing."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from collections.abc import Callable
@@ -293,7 +294,9 @@ def test_rebuild_index_negative_interval_is_a_usage_error(
 
 
 def test_stats_counts_each_legacy_message_whose_crc_fails(
-    make_partition: Callable[..., Any], capsys: pytest.CaptureFixture[str]
+    make_partition: Callable[..., Any],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     part = make_partition("old-0")
     for i in range(90):
@@ -315,6 +318,16 @@ def test_stats_counts_each_legacy_message_whose_crc_fails(
     assert lines[-1] == (
         "DAMAGED: 90 malformed or truncated entries skipped (see stderr); "
         "`kafka-segments verify` names each file"
+    )
+    # the reader's own summary counts them alike (it said 1 entry and 17,355 bytes that frame
+    # no entry: finding no valid entry after the first, it passes over the other 89)
+    from kafka_segments_ds import read_table
+
+    with caplog.at_level(logging.WARNING, "kafka_segments_ds.reader.damage"):
+        assert read_table(directory, mode="DROPMALFORMED").num_rows == 0
+    assert caplog.records[-1].getMessage() == (
+        f"{log}: DROPMALFORMED dropped 90 malformed entries (0 batches, 90 legacy messages) "
+        "holding 90 records, and skipped 0 bytes that frame no entry"
     )
 
 
