@@ -352,3 +352,10 @@ def test_a_last_offset_past_the_int64_range_wraps_on_both_paths(path: str) -> No
     buf[23:27] = np.frombuffer((5).to_bytes(4, "big"), np.uint8)
     got = KERNEL_PATHS[path]["entry_last_offsets"](buf, np.array([0]), np.array([2], np.int8))
     assert got.tolist() == [-(2**63) + 4]
+    # and so does the head a tail walk reads (it counted such a batch: 20261130:17811)
+    from kafka_segments_ds.records.batches import decode_entry_head
+
+    buf[8:12] = np.frombuffer((52).to_bytes(4, "big"), np.uint8)
+    head = decode_entry_head(buf, 0)
+    assert head is not None
+    assert (head.offset, head.last_offset) == (2**63 - 1, -(2**63) + 4)

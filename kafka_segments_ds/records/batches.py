@@ -83,7 +83,7 @@ class EntryHead:
     length: int  # 12 + size
     magic: int
     codec: int  # compression codec id (attributes & 0x07)
-    last_offset: int  # v2: baseOffset + lastOffsetDelta; legacy: the offset field
+    last_offset: int  # v2: baseOffset + lastOffsetDelta (int64, wrapped); legacy: the offset field
 
 
 def decode_entry_head(head: np.ndarray, position: int = 0) -> EntryHead | None:
@@ -103,6 +103,8 @@ def decode_entry_head(head: np.ndarray, position: int = 0) -> EntryHead | None:
     if magic == 2 and head.shape[0] >= ENTRY_HEAD_BYTES:
         at = V2_LAST_OFFSET_DELTA_AT
         last += int.from_bytes(head[at : at + 4].tobytes(), "big", signed=True)
+        if last >= 1 << 63:  # wraps as the kernels' int64 does: below the base offset, damage
+            last -= 1 << 64  # (a baseOffset of 2**63 - 1: 20261130:17811)
     return EntryHead(position, offset, LOG_OVERHEAD + size, magic, codec, last)
 
 

@@ -102,7 +102,8 @@ def scan_tail(
             position = tail_start(filesystem, seg, read, VERIFY_ENTRY_BYTES)
             next_offset = seg.base_offset
         options = options or ReadOptions()
-        damage = Recorder(_StreamDamage(filesystem, seg, read, options))
+        stream_damage = _StreamDamage(filesystem, seg, read, options)
+        damage = Recorder(stream_damage)
         tail = walk_tail(
             read,
             seg.size,
@@ -115,12 +116,16 @@ def scan_tail(
         )
     if known is not None and known.damaged:
         tail = replace(tail, damaged=True)
-    if damage.resumed and options.deep and options.drop_malformed:
-        # past damage, what the reader returns (ranges.reader_next_offset)
+    to_end = stream_damage.dropped_to_end
+    if (damage.resumed or to_end) and options.deep and options.drop_malformed:
+        # past damage, what the reader returns (ranges.reader_next_offset); where the walk
+        # stopped at damage, to the end of the file (20261130:53067: after a batch whose
+        # lastOffsetDelta lies, the walk found nothing above its floor, the reader 10013..)
+        end = seg.size if to_end else tail.end_position
         confirmed = reader_next_offset(
-            filesystem, seg, position, next_offset, tail.end_position, options, read_task
+            filesystem, seg, position, next_offset, end, options, read_task
         )
-        tail = replace(tail, next_offset=max(tail.next_offset, confirmed), damaged=True)
+        tail = SegmentTail(seg.size, end, max(tail.next_offset, confirmed), damaged=True)
     return tail
 
 
@@ -142,6 +147,7 @@ class _StreamDamage:
         options: ReadOptions,
     ) -> None:
         self.filesystem, self.seg, self.read, self.options = filesystem, seg, read, options
+        self.dropped_to_end = False  # the walk stopped at damage DROPMALFORMED dropped
 
     def __call__(self, damage: Damage) -> int | None:
         if damage.entry is None:
@@ -150,7 +156,7 @@ class _StreamDamage:
         if (
             not damage.checksum_valid
             and not as_array(self.read(end, TAIL_HEAD_BYTES)).any()
-            and self._zero_ended()
+            and (end >= self.seg.size or self._zero_ended())
         ):
             return None  # being written (or damaged: the reader says so once it follows)
         error = damage.error
@@ -200,16 +206,18 @@ class _StreamDamage:
         def read(at: int, length: int) -> np.ndarray:  # the walk's reads, as listed
             return as_array(self.read(at, max(0, min(length, seg.size - at))))
 
-        return decide(
-            DamagePolicy(
-                self.options,
-                read,
-                shown=kfs.display_path(self.filesystem, seg.path),
-                file_end=seg.size,
-                range_end=seg.size,
-                last_offset=lambda: last_offset,
-            )
+        policy = DamagePolicy(
+            self.options,
+            read,
+            shown=kfs.display_path(self.filesystem, seg.path),
+            file_end=seg.size,
+            range_end=seg.size,
+            last_offset=lambda: last_offset,
         )
+        resume = decide(policy)
+        if resume is None and any(e.kind.is_drop for e in policy.events):
+            self.dropped_to_end = True  # damage with nothing after it that follows the walk's
+        return resume  # order floor: the rest of the file is the reader's to judge
 
 
 def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:
