@@ -39,12 +39,14 @@ def collect_aborted(
     that may hold records of offsets [start_offset, end_offset) (None: the whole log).
 
     A segment's ``.txnindex`` lists the transactions its ABORT markers end (a broker writes one
-    for every segment holding such a marker); for a segment without one (an archive that lost
-    it, a partial copy) the segment's own ABORT markers are decoded instead. One walk of the
-    batch headers pairs each marker with its producer's first transactional offset, wherever
-    that lies (a transaction's data can sit in segments before its marker's). Transactions with
-    no marker by the end of the log are excluded too: a read_committed consumer never reads
-    past the last stable offset.
+    for every segment holding such a marker). The markers themselves are decoded too, in every
+    segment, so an archive that lost a ``.txnindex``, or kept one that lost entries (an empty
+    file left by an interrupted copy), hides no aborted transaction; the ``.txnindex`` adds
+    those whose first offset the walk does not see (data in segments retention deleted). One
+    walk of the batch headers pairs each marker with its producer's first transactional
+    offset, wherever that lies (a transaction's data can sit in segments before its marker's).
+    Transactions with no marker by the end of the log are excluded too: a read_committed
+    consumer never reads past the last stable offset.
 
     As a broker's fetch collects aborted transactions, the walk starts at the segment holding
     ``start_offset`` (a marker before it aborts nothing after it; a transaction begun earlier
@@ -86,9 +88,12 @@ def collect_aborted(
             if pid not in open_first:
                 continue
             first = open_first.pop(pid)
-            if seg.txnindex_path is not None:
-                continue  # the segment's .txnindex lists what its markers abort
-            marker = control_marker(read_marker(), seg, position)
+            try:
+                marker = control_marker(read_marker(), seg, position)
+            except CorruptSegmentError:
+                if seg.txnindex_path is None:
+                    raise
+                continue  # a damaged marker: the segment's .txnindex lists what it aborts
             if marker is not None and marker.type == CONTROL_ABORT:
                 spans.append((pid, first, base))
     spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in open_first.items())

@@ -100,6 +100,8 @@ def verify_segment(
             report.append(("UNREADABLE", index_shown, str(err)))
             continue
         label, details = _index_finding(suffix, data, len(log), table, segment, next_base, is_last)
+        if suffix == TXN_INDEX_SUFFIX and label == "OK":
+            label, details = _unlisted_aborts(data, log, table, segment) or (label, details)
         report.append((label, index_shown, details))
     if segment.txnindex_path is None and options.layout != "pinterest":  # it stores none
         aborts = abort_markers(log, table, segment)
@@ -116,6 +118,23 @@ def verify_segment(
                 )
             )
     return report
+
+
+def _unlisted_aborts(
+    data: bytes, log: bytes, table: EntryTable, segment: SegmentRef
+) -> tuple[str, str] | None:
+    """An INDEX finding for a ``.txnindex`` (its bytes ``data``, parsed whole) that does not
+    list every ABORT marker of its segment (an empty or cut-short copy); None when it does."""
+    listed = {t.last_offset for t in kidx.parse_txn_index(data)}
+    aborts = abort_markers(log, table, segment)
+    unlisted = [offset for offset in aborts if offset not in listed]
+    if not unlisted:
+        return None
+    return (
+        "INDEX",
+        f"lists {len(aborts) - len(unlisted)} of the segment's {len(aborts)} ABORT markers "
+        f"(first unlisted at offset {unlisted[0]}); read_committed reads use the markers",
+    )
 
 
 def abort_markers(log: bytes, table: EntryTable, segment: SegmentRef) -> list[int]:

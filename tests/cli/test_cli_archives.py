@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
+from kafka_segments_ds import read_table
 from kafka_segments_ds.cli import main
 from kafka_segments_ds.records.batches import scan_entries
 from tests.support.upload import upload_pinterest
@@ -369,6 +370,16 @@ def test_verify_reports_abort_markers_without_their_txnindex(
         "marker (first at offset 4) that a broker lists in its .txnindex; read_committed reads "
         "here use the markers"
     ]
+    # emptied (an interrupted copy): it lists none of the segment's markers
+    (two_aborts / "00000000000000000004.txnindex").write_bytes(b"")
+    status, lines, _ = run(capsys, "verify", str(two_aborts))
+    assert status == 3
+    assert [line for line in lines if line.startswith("INDEX")] == [
+        f"INDEX {two_aborts}/00000000000000000004.txnindex: lists 0 of the segment's 1 ABORT "
+        "markers (first unlisted at offset 4); read_committed reads use the markers"
+    ]
+    committed = read_table(two_aborts, isolationLevel="read_committed")
+    assert committed.column("offset").to_pylist() == [0, 1, 5, 8]
 
 
 @pytest.mark.parametrize("removed", [(), ("00000000000000000004.txnindex",), ("*",)])
