@@ -35,6 +35,7 @@ from kafka_segments_ds.reader.task import read_task
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import (
     ENTRY_HEAD_BYTES,
+    EntryHead,
     as_array,
     decode_entry_head,
 )
@@ -43,6 +44,7 @@ from kafka_segments_ds.selection import Bounds
 from kafka_segments_ds.streaming.listing import ArchiveListing, TopicPartition
 from kafka_segments_ds.tail import (
     WINDOW_BYTES,
+    ZERO_TAIL_BYTES,
     Damage,
     Decodes,
     Recorder,
@@ -153,11 +155,7 @@ class _StreamDamage:
         if damage.entry is None:
             return self._past_framing(damage.position, damage.last_offset)
         end = damage.position + damage.entry.length
-        if (
-            not damage.checksum_valid
-            and not as_array(self.read(end, TAIL_HEAD_BYTES)).any()
-            and (end >= self.seg.size or self._zero_ended())
-        ):
+        if not damage.checksum_valid and self._being_written(damage.entry):
             return None  # being written (or damaged: the reader says so once it follows)
         error = damage.error
         assert error is not None
@@ -188,6 +186,19 @@ class _StreamDamage:
         return self._policy(
             position, last_offset, lambda p: p.bad_framing(position, int(outcome), seen)
         )
+
+    def _being_written(self, entry: EntryHead) -> bool:
+        """Whether a whole entry whose checksum fails may still be being written: zeros follow
+        it to the end of the file (a preallocated segment), or it ends the file in
+        ``ZERO_TAIL_BYTES`` zeros (its last bytes not written yet). One ending the file in
+        nonzero bytes is whole: its checksum fails for damage, which the reader may see
+        through (20261203:8681: a damaged size field led exactly to the end of the file, and
+        the batch's own checksum proved where it ended)."""
+        end = entry.position + entry.length
+        if end >= self.seg.size:
+            last = as_array(self.read(max(entry.position, end - ZERO_TAIL_BYTES), ZERO_TAIL_BYTES))
+            return not last.any()
+        return not as_array(self.read(end, TAIL_HEAD_BYTES)).any() and self._zero_ended()
 
     def _zero_ended(self) -> bool:
         """Whether the file (as listed) ends in ``ZERO_END_BYTES`` zeros, as a preallocated
