@@ -91,7 +91,7 @@ def log_end_offset(
     )
     if tail.end_position != seg.size:
         return None
-    if damage.resumed and options.deep and read_records is not None:
+    if (damage.resumed or tail.guessed) and options.deep and read_records is not None:
         with kfs.RangeReader(filesystem, seg.path) as read:
             start = tail_start(filesystem, seg, read)  # where the walk started
         confirmed = reader_next_offset(

@@ -80,6 +80,9 @@ class SegmentTail:
     end_position: int  # after the last entry counted or passed over as damage
     next_offset: int  # the offset after the last counted entry (the base offset: none)
     damaged: bool = False  # a stream's walk went on past damage in this segment
+    # it counted an entry whose header does not tell its last offset: a magic-1 wrapper with
+    # offset field 0, as a producer writes it (its inner messages keep their numbering 0..n-1)
+    guessed: bool = False
 
 
 Decodes = Callable[[np.ndarray, int], bool]
@@ -183,6 +186,7 @@ def walk_tail(
     kept = _Kept(next_offset, decodes, check_limit, read)
     end = position
     rereads = 0
+    guessed = False
     while position < size:
         damage: Damage | None = None
         framed = position  # where the framing of this pass stops
@@ -205,11 +209,12 @@ def walk_tail(
                     break
                 kept.count(head)
                 next_offset, end = head.last_offset + 1, framed
+                guessed = guessed or (head.magic == 1 and head.codec != 0 and head.offset == 0)
             if damage is not None:
                 break
         if damage is None:
             if framed >= size:
-                return SegmentTail(size, max(end, framed), kept.next_offset())
+                return SegmentTail(size, max(end, framed), kept.next_offset(), guessed=guessed)
             damage = _framing_damage(read, framed, next_offset)
         floor = kept.next_offset()  # the reader's order floor: the last entry it returns
         if floor < next_offset:  # the last counted ones do not decode (20261130:73)
@@ -217,15 +222,15 @@ def walk_tail(
             damage = replace(damage, last_offset=floor - 1)
         resume = on_damage(damage)
         if resume is None:
-            return SegmentTail(size, end, kept.next_offset())
+            return SegmentTail(size, end, kept.next_offset(), guessed=guessed)
         if resume <= damage.position:  # read it again: it changed since it was read
             rereads += 1
             if rereads > MAX_REREADS:
-                return SegmentTail(size, end, kept.next_offset())
+                return SegmentTail(size, end, kept.next_offset(), guessed=guessed)
         else:
             end = min(resume, size)
         position = resume
-    return SegmentTail(size, end, kept.next_offset())
+    return SegmentTail(size, end, kept.next_offset(), guessed=guessed)
 
 
 class _Kept:
@@ -455,8 +460,10 @@ def records_decode(max_decompressed_bytes: int, verify_checksums: bool = True) -
             except MissingCodecError:
                 return True
             return kept is not None
-        if data.shape[0] <= V2_OVERHEAD or data[16] != 2:
+        if data.shape[0] <= 16 or data[16] != 2:
             return True
+        if data.shape[0] <= V2_OVERHEAD:  # no records section: it decodes if it claims none
+            return data.shape[0] == V2_OVERHEAD and not data[V2_OVERHEAD - 4 :].any()
         h = K.parse_v2_headers(data, np.zeros(1, np.int64))
         count, lod = int(h[0, K.H_COUNT]), int(h[0, K.H_LOD])
         codec = int(h[0, K.H_ATTRIBUTES]) & 0x07

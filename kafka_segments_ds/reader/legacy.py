@@ -74,8 +74,9 @@ def decode_legacy_run(
             fault = Fault(base + p, message.offset, CorruptSegmentError(problem))
             break
         state.last_offset = last
-        if b.start_offset is not None and message.offset < b.start_offset:
-            continue  # the offset field is the last offset, also for wrappers
+        if b.start_offset is not None and last < b.start_offset:
+            continue  # all before the start (a magic-1 wrapper with offset field 0 keeps its
+            # producer's numbering 0..n-1: its offset field is not its last: 20261203:178157)
         if b.end_offset is not None and first >= b.end_offset:
             state.reached_end = True
             break

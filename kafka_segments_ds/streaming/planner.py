@@ -119,15 +119,18 @@ def scan_tail(
     if known is not None and known.damaged:
         tail = replace(tail, damaged=True)
     to_end = stream_damage.dropped_to_end
-    if (damage.resumed or to_end) and options.deep and options.drop_malformed:
+    damaged = (damage.resumed or to_end) and options.drop_malformed
+    if (damaged or tail.guessed) and options.deep:
         # past damage, what the reader returns (ranges.reader_next_offset); where the walk
         # stopped at damage, to the end of the file (20261130:53067: after a batch whose
-        # lastOffsetDelta lies, the walk found nothing above its floor, the reader 10013..)
+        # lastOffsetDelta lies, the walk found nothing above its floor, the reader 10013..);
+        # and where a wrapper's header does not tell its last offset (20261203:178157)
         end = seg.size if to_end else tail.end_position
         confirmed = reader_next_offset(
             filesystem, seg, position, next_offset, end, options, read_task
         )
-        tail = SegmentTail(seg.size, end, max(tail.next_offset, confirmed), damaged=True)
+        damaged = damaged or tail.damaged
+        tail = SegmentTail(seg.size, end, max(tail.next_offset, confirmed), damaged=damaged)
     return tail
 
 
