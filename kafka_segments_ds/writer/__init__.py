@@ -48,8 +48,9 @@ def write_table(
     All or nothing: on any error the target is left as it was (a log dir the job created is
     removed again).
     """
-    if mode not in ("append", "overwrite"):
+    if not isinstance(mode, str) or mode.lower() not in ("append", "overwrite"):
         raise InvalidOptionError(f"mode must be append or overwrite, not {mode!r}")
+    mode = mode.lower()  # any case, as Spark's DataFrameWriter.mode takes it
     schema, batches = _as_batches(data)
     opts = parse_write_options(options)
     job, filesystem = prepare_job(os.fspath(path), opts, overwrite=mode == "overwrite")

@@ -819,3 +819,12 @@ def test_append_after_a_damaged_index_takes_the_next_offset_from_the_log(tmp_pat
     index.write_bytes((5).to_bytes(4, "big") + position.to_bytes(4, "big"))
     write_table(records(3), tmp_path, topic="t", mode="append")
     assert read_table(tmp_path).column("offset").to_pylist() == list(range(9))
+
+
+def test_the_mode_is_taken_in_any_case(tmp_path: Path) -> None:
+    """``mode="Overwrite"`` as Spark's DataFrameWriter.mode takes it (it was refused)."""
+    write_table(records(3), tmp_path, topic="t")
+    write_table(records(2), tmp_path, topic="t", mode="Overwrite")
+    assert read_table(str(tmp_path)).num_rows == 2
+    write_table(records(1), tmp_path, topic="t", mode="APPEND")
+    assert read_table(str(tmp_path)).num_rows == 3
