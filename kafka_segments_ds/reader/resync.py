@@ -306,6 +306,23 @@ class Resync:
                 return start
         return None
 
+    def _overlapping_end(self, position: int) -> int | None:
+        """Where a whole magic-2 batch with a valid CRC-32C ends that starts at most
+        OVERLAP_BYTES before ``position`` and runs past it, whatever its offsets (None: none).
+        Its checksum proves its extent, as for a valid entry dropped for its offsets: nothing
+        inside it is a resynchronisation point. A scan from ``position`` found an entry just
+        before its end whose offset field took the batch's last byte, and returned records
+        at offset 8646911284551352329 (20261205:10579, 20261203:114249)."""
+        low = max(position - OVERLAP_BYTES, 0)
+        if low >= position:
+            return None
+        data = self.read(low, position - low + 17)
+        for rel in np.flatnonzero(data[16 : 16 + position - low] == 2).tolist():
+            entry = self.probe(low + rel)
+            if entry is not None and entry.magic == 2 and entry.position + entry.length > position:
+                return entry.position + entry.length
+        return None
+
     def _continued(self, entry: EntryHead) -> bool:
         """Whether a valid entry starts where the batch ``entry`` ends and its offsets go on
         exactly from it: the offset field of ``entry`` is then its own, not borrowed bytes that
@@ -337,7 +354,8 @@ class Resync:
         size field leads win over it. A checksum-valid entry (dropped for its offsets) is
         skipped whole and reading goes on at its end, whatever is there: its checksum proves
         its extent. Bytes that are no valid entry come after one that overlapped a valid batch
-        (:meth:`overlapped_batch`): reading resumes at that batch, before ``position``.
+        (:meth:`overlapped_batch`): reading resumes at that batch, before ``position``, or,
+        when its offsets do not follow, at its end (:meth:`_overlapping_end`).
         """
         whole = self.probe(position)
         if whole is not None:  # valid, dropped for its offsets: reading goes on at its end
@@ -346,6 +364,9 @@ class Resync:
         overlapped = self.overlapped_batch(position)
         if overlapped is not None:
             return overlapped
+        skipped = self._overlapping_end(position)
+        if skipped is not None:  # a valid batch whose offsets do not follow: skipped whole
+            return skipped if skipped < self.range_end else None
         head = self.read(position, 17)
         following = self._consistent_following(position, head)
         if following is not None and _plausible_size(head):

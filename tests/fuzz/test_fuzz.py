@@ -162,6 +162,11 @@ LATER_CAMPAIGN_FAILURES = [
     # wrapper with offset field 0 (its inner numbering 0..n-1) pruned and walked by that field
     "20261203:79682",
     "20261203:178157",
+    # a resynchronisation candidate whose offset field took the last byte of a valid batch
+    # that overlaps the damage: invented offsets 8646911284551352329.. (the batch is now
+    # skipped whole), and intact batches dropped after offset 72057594037927939
+    "20261205:10579",
+    "20261203:114249",
 ]
 
 
