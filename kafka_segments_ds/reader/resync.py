@@ -306,6 +306,29 @@ class Resync:
                 return start
         return None
 
+    def _past_crossing_batch(self, position: int, resume: int) -> int:
+        """``resume``, the end of the damaged entry at ``position`` by its size field, unless a
+        whole magic-2 batch with a valid CRC-32C starts inside that extent and runs past it:
+        no entry stored verbatim inside the damaged one crosses its end, so the batch is real,
+        and the entry at ``resume`` lies inside it, its offset field taken from the batch's
+        last bytes (20261205:118899: offset 7507784484795580684 returned, and the intact
+        batches after it dropped as going back). Then reading resumes at the batch when its
+        offsets go on from the last good entry's, else at its end (it is skipped whole)."""
+        if resume - position > min(PROOF_SCAN_BYTES, self.max_batch_bytes):
+            return resume
+        data = self.read(position + 1, resume - position - 1 + 17)
+        for rel in np.flatnonzero(data[16 : 16 + resume - position - 1] == 2).tolist():
+            entry = self.probe(position + 1 + rel)
+            if entry is None or entry.magic != 2 or entry.position + entry.length <= resume:
+                continue
+            expected = (self.last_offset() + 1) % 2**64
+            if self._offsets_may_follow(entry.position) and (
+                entry.offset % 2**64 == expected or self._continued(entry)
+            ):
+                return entry.position
+            return entry.position + entry.length
+        return resume
+
     def _overlapping_end(self, position: int) -> int | None:
         """Where a whole magic-2 batch with a valid CRC-32C ends that starts at most
         OVERLAP_BYTES before ``position`` and runs past it, whatever its offsets (None: none).
@@ -377,6 +400,7 @@ class Resync:
             resume = self._proven_end(position, following)
             if resume is None:
                 resume = following
+            resume = self._past_crossing_batch(position, resume)
             return resume if resume < self.range_end else None
         candidate = self.scan_for_entry(position + 1, position, following)
         if following is None:
