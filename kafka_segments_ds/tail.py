@@ -521,7 +521,7 @@ def _records_status(body: np.ndarray, h: np.ndarray, count: int) -> int:
 
 class Recorder:
     """An ``on_damage`` that passes each damage to ``on_damage`` and remembers whether the walk
-    went on past damage (``resumed``). A walk that did not counted every entry before where it
+    went on past damage (``resumed``). A walk that did not count every entry before where it
     stopped by the rules above, as the reader does; past damage the reader resynchronises, and
     its order floor follows the records it returned, which the walk's rules do not see in every
     damaged shape: its caller then asks the reader

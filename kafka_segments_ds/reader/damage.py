@@ -41,7 +41,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 MAX_REREADS = 8  # entries read again because their bytes changed, per task
 DETAILED_DROPS = 10  # dropped entries logged one by one (WARNING) per task; then INFO
-MAX_FRAMED_DROPS = 100_000  # entries counted one by one in the bytes one drop passes over
+MAX_FRAMED_DROPS = 10_000  # entries counted one by one in the bytes one drop passes over
 SUMMARY = "damage_summary"  # set on the log record of a task's summary line (LogRecord attribute)
 
 

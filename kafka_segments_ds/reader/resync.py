@@ -316,12 +316,18 @@ class Resync:
         offsets go on from the last good entry's, else at its end (it is skipped whole)."""
         if resume - position > min(PROOF_SCAN_BYTES, self.max_batch_bytes):
             return resume
+        if resume >= self.file_end:
+            return resume  # no whole entry runs past the end of the file
         data = self.read(position + 1, resume - position - 1 + 17)
-        for rel in np.flatnonzero(data[16 : 16 + resume - position - 1] == 2).tolist():
+        magics = np.flatnonzero(data[16 : 16 + resume - position - 1] == 2)
+        sizes = np.array([be_int(data, int(r) + 8, int(r) + 12) for r in magics], np.int64)
+        ends = position + 1 + magics + 12 + sizes
+        plausible = (sizes >= 49) & (ends > resume) & (ends <= self.file_end)
+        expected = (self.last_offset() + 1) % 2**64
+        for rel in magics[plausible].tolist():  # probed only where the size runs past it
             entry = self.probe(position + 1 + rel)
             if entry is None or entry.magic != 2 or entry.position + entry.length <= resume:
                 continue
-            expected = (self.last_offset() + 1) % 2**64
             if self._offsets_may_follow(entry.position) and (
                 entry.offset % 2**64 == expected or self._continued(entry)
             ):
@@ -357,7 +363,7 @@ class Resync:
         return (
             following < self.file_end
             and self.entry_is_valid(following)
-            and self.offset_field(following) == (entry.last_offset + 1) % 2**64
+            and self.offset_field(following) % 2**64 == (entry.last_offset + 1) % 2**64
         )
 
     def resume_after(self, position: int) -> int | None:

@@ -103,8 +103,9 @@ def decode_entry_head(head: np.ndarray, position: int = 0) -> EntryHead | None:
     if magic == 2 and head.shape[0] >= ENTRY_HEAD_BYTES:
         at = V2_LAST_OFFSET_DELTA_AT
         last += int.from_bytes(head[at : at + 4].tobytes(), "big", signed=True)
-        if last >= 1 << 63:  # wraps as the kernels' int64 does: below the base offset, damage
-            last -= 1 << 64  # (a baseOffset of 2**63 - 1: 20261130:17811)
+        # wraps as the kernels' int64 does: below the base offset, damage (a baseOffset of
+        # 2**63 - 1: 20261130:17811)
+        last = (last + (1 << 63)) % (1 << 64) - (1 << 63)
     return EntryHead(position, offset, LOG_OVERHEAD + size, magic, codec, last)
 
 

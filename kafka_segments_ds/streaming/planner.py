@@ -120,6 +120,8 @@ def scan_tail(
         tail = replace(tail, damaged=True)
     to_end = stream_damage.dropped_to_end
     damaged = (damage.resumed or to_end) and options.drop_malformed
+    if damaged:  # read to the listed end, whatever the iteration (_range_tasks)
+        tail = replace(tail, damaged=True)
     if (damaged or tail.guessed) and options.deep:
         # past damage, what the reader returns (ranges.reader_next_offset); where the walk
         # stopped at damage, to the end of the file (20261130:53067: after a batch whose
@@ -129,8 +131,7 @@ def scan_tail(
         confirmed = reader_next_offset(
             filesystem, seg, position, next_offset, end, options, read_task
         )
-        damaged = damaged or tail.damaged
-        tail = SegmentTail(seg.size, end, max(tail.next_offset, confirmed), damaged=damaged)
+        tail = replace(tail, end_position=end, next_offset=max(tail.next_offset, confirmed))
     return tail
 
 

@@ -243,3 +243,24 @@ def test_latest_offset_and_log_end_follow_the_reader_past_damage(
         **options,
     )
     assert again.column("offset").to_pylist() == [rows[-1]]
+
+
+def test_a_shallow_stream_reads_a_damaged_segment_to_its_end(tmp_path: Path) -> None:
+    """iteration=shallow: the walk went on past damage, so the stream reads the segment to its
+    listed end, as the deep one does (20261201:16564: cut where the walk stopped, the read's
+    resynchronisation left offset 2 out, and the stream never emitted it)."""
+    from kafka_segments_ds import read_table
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.reader import read_tasks
+    from kafka_segments_ds.streaming.planner import StreamPlanner
+
+    directory, options = _one_partition("20261201:16564", tmp_path)
+    shallow = {**options, "mode": "DROPMALFORMED", "iteration": "shallow"}
+    assert read_table(str(directory), **shallow).column("offset").to_pylist() == [2]
+    stream, limits = parse_stream_options(shallow)
+    planner = StreamPlanner([str(tmp_path)], stream, limits)
+    assert planner.next_offsets({("t", 0): 0}) == {("t", 0): 3}
+    tasks = planner.plan({("t", 0): 0}, {("t", 0): 3}, 1)
+    assert [
+        o for t in tasks for b in read_tasks(t, stream, ("offset",)) for o in b[0].to_pylist()
+    ] == [2]
