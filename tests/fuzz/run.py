@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 INPUT_SECONDS = 30.0  # per-input bound: a read of a few KiB that takes longer is a hang
+# The bound counts the worker's CPU seconds, so a loaded machine (CI beside other jobs) does
+# not turn a slow input into a "hang"; a worker blocked without using CPU is a hang after this
+# many times the bound in wall-clock seconds.
+BLOCKED_FACTOR = 10
 RSS_GROWTH_BOUND_KIB = 192 * 1024  # per input, over the worker's resident size before it
 
 
@@ -77,6 +81,7 @@ class _Worker:
         self.stdout = self.proc.stdout
         self.number = 0  # the input it judges
         self.started = 0.0  # when it was given that input
+        self.cpu_started: float | None = None  # its CPU seconds then
         with selectors.DefaultSelector() as selector:
             selector.register(self.stdout, selectors.EVENT_READ)
             ready = self.receive() if selector.select(120.0) else None  # imports, kernels
@@ -84,9 +89,28 @@ class _Worker:
             self.close()
             raise RuntimeError(f"fuzz worker did not start: {ready}")
 
+    def cpu_seconds(self) -> float | None:
+        """The worker's CPU time so far (user + system), or None where /proc cannot tell."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def overran(self, timeout: float, now: float) -> bool:
+        """Whether the input it judges has taken more than ``timeout`` CPU seconds (or, with
+        no CPU time to read, wall seconds), or ``BLOCKED_FACTOR`` times that in wall seconds."""
+        if now - self.started > BLOCKED_FACTOR * timeout:
+            return True
+        used = self.cpu_seconds()
+        if used is None or self.cpu_started is None:
+            return now - self.started > timeout
+        return used - self.cpu_started > timeout
+
     def send(self, run_seed: int, number: int) -> None:
         assert self.proc.stdin is not None
         self.number, self.started = number, time.monotonic()
+        self.cpu_started = self.cpu_seconds()
         self.proc.stdin.write(f"{run_seed} {number}\n")
         self.proc.stdin.flush()
 
@@ -170,7 +194,7 @@ def fuzz(
             give(_Worker())
         while busy:
             now = time.monotonic()
-            wait = min(w.started + timeout for w in busy.values()) - now
+            wait = min(1.0, min(w.started + timeout for w in busy.values()) - now)
             for key, _ in selector.select(max(wait, 0.0)):
                 worker = busy[key.fd]
                 verdict = worker.receive()
@@ -183,7 +207,7 @@ def fuzz(
                 report.inputs += 1
                 give(worker)
             now = time.monotonic()
-            for worker in [w for w in busy.values() if now - w.started > timeout]:
+            for worker in [w for w in busy.values() if w.overran(timeout, now)]:
                 retire(worker, "hang")
                 give(_Worker())
             if progress and now - last_note > 60:

@@ -264,3 +264,22 @@ def test_a_shallow_stream_reads_a_damaged_segment_to_its_end(tmp_path: Path) -> 
     assert [
         o for t in tasks for b in read_tasks(t, stream, ("offset",)) for o in b[0].to_pylist()
     ] == [2]
+
+
+def test_a_slow_input_on_a_loaded_machine_is_no_hang() -> None:
+    """An input overruns the per-input bound by the worker's CPU seconds: waiting for a core
+    (CI beside other jobs) is not a hang; spinning is, and so is blocking for
+    BLOCKED_FACTOR times the bound."""
+    from .run import BLOCKED_FACTOR, _Worker
+
+    worker = _Worker()
+    try:
+        used = worker.cpu_seconds()
+        assert used is not None and used > 0  # it has imported the reader
+        worker.started, worker.cpu_started = 1000.0, used
+        assert not worker.overran(1.0, 1000.0 + BLOCKED_FACTOR - 1)  # waited, used no CPU
+        assert worker.overran(1.0, 1000.0 + BLOCKED_FACTOR + 1)  # blocked
+        worker.cpu_started = used - 2.0
+        assert worker.overran(1.0, 1000.5)  # spent 2 CPU seconds on it
+    finally:
+        worker.close()
