@@ -5,6 +5,8 @@
    C-accelerated record iteration (``MemoryRecords`` -> batches -> records, touching offset,
    timestamp, key and value; CRCs validated too). Run twice, each in its own process: with
    ``KAFKA_SEGMENTS_DS_THREADS=1`` (target ratio >= 5) and with the default threads (>= 6).
+   Each also prints the CPU seconds a read takes on each side (all of a process's threads: ours
+   reads ahead on a helper thread) and their ratio, the per-core figure.
 2. The same, cold: each side in a fresh process (default threads), three figures from one run:
    its first read with its library loaded (target >= 5: aiokafka's decoder is loaded by its
    import, ours lazily by the first call, so ours imports its read path before the clock
@@ -141,16 +143,24 @@ def warm(path: Path) -> None:
             pass
 
 
-def timed(repeat: int, path: Path, *fns: Callable[[], int]) -> tuple[list[list[float]], list[int]]:
-    """Each function's times over ``repeat`` alternating rounds, and its last result."""
+def timed(
+    repeat: int, path: Path, *fns: Callable[[], int], cpu: list[list[float]] | None = None
+) -> tuple[list[list[float]], list[int]]:
+    """Each function's times over ``repeat`` alternating rounds, and its last result; ``cpu``,
+    if given, gets each call's CPU seconds (all the process's threads: the per-core cost)."""
     times: list[list[float]] = [[] for _ in fns]
+    if cpu is not None:
+        cpu[:] = [[] for _ in fns]
     results = [0] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
             warm(path)
+            cpu_started = time.process_time()
             started = time.perf_counter()
             results[i] = fn()
             times[i].append(time.perf_counter() - started)
+            if cpu is not None:
+                cpu[i].append(time.process_time() - cpu_started)
     return times, results
 
 
@@ -163,6 +173,12 @@ def show(label: str, n: int, times: list[float]) -> None:
     )
 
 
+def show_cpu(label: str, seconds: list[float]) -> None:
+    """One side's CPU seconds a read: the median and the spread."""
+    med = statistics.median(seconds)
+    print(f"  {label:<18} CPU {med:.3f} s a read (min {min(seconds):.3f}, max {max(seconds):.3f})")
+
+
 def ratio(
     label: str, ours_times: list[float], peer_times: list[float], target: float | None
 ) -> None:
@@ -173,11 +189,12 @@ def ratio(
 def side_by_side(path: Path, repeat: int) -> dict[str, list[float]]:
     """Uncompressed: read_table and aiokafka, alternating (in this process)."""
     ours(path)  # the first read imports what read_table uses: not part of the steady figure
+    cpu: list[list[float]] = []
     (t_ours, t_peer), (n_ours, n_peer) = timed(
-        repeat, path, lambda: ours(path), lambda: aiokafka_iterate(path)
+        repeat, path, lambda: ours(path), lambda: aiokafka_iterate(path), cpu=cpu
     )
     assert n_ours == n_peer, (n_ours, n_peer)
-    return {"ours": t_ours, "peer": t_peer}
+    return {"ours": t_ours, "peer": t_peer, "ours_cpu": cpu[0], "peer_cpu": cpu[1]}
 
 
 def cold_code(side: str) -> tuple[str, str, str]:
@@ -234,6 +251,10 @@ def uncompressed(args: argparse.Namespace, plain: Path, size_mb: float) -> None:
         show("read_table", args.records, t["ours"])
         show("aiokafka (C)", args.records, t["peer"])
         ratio("ratio", t["ours"], t["peer"], target)
+        # per core: the CPU seconds of all the process's threads (ours reads ahead on a thread)
+        show_cpu("read_table", t["ours_cpu"])
+        show_cpu("aiokafka (C)", t["peer_cpu"])
+        ratio("CPU ratio", t["ours_cpu"], t["peer_cpu"], None)
     # each side's (base, library import, first read) seconds, one fresh process a round
     took: dict[str, list[tuple[float, float, float]]] = {"ours": [], "peer": []}
     for _ in range(args.repeat):
