@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -127,3 +129,36 @@ def test_integer_edges() -> None:
     arrow_batch = pa.record_batch({"offset": pa.array(values, pa.int64())})
     expected = "".join(json.dumps({"offset": v}) + "\n" for v in values)
     assert jsonl_text(arrow_batch, "utf8", "utf8") == expected
+
+
+def test_timestamps_before_1970_and_narrow_integers() -> None:
+    # microseconds to milliseconds truncates toward zero, as Arrow's integer division does
+    micros = [-1_500_000, -1_500, -1, 0, 999, -(2**63) + 1, 2**63 - 1, None]
+    arrow_batch = pa.record_batch(
+        {
+            "timestamp": pa.array(micros, TIMESTAMP_TYPE),
+            "magic": pa.array([-128, 127, 0, 1, 2, None, -1, 5], pa.int8()),
+            "count": pa.array([0, 2**32 - 1, 7, None, 1, 2, 3, 4], pa.uint32()),
+        }
+    ).slice(1)
+    millis = [None if m is None else (-1 if m < 0 else 1) * (abs(m) // 1000) for m in micros]
+    magics, counts = (arrow_batch.column(c).to_pylist() for c in ("magic", "count"))
+    expected = "".join(
+        json.dumps({"timestamp": t, "magic": g, "count": c}) + "\n"
+        for t, g, c in zip(millis[1:], magics, counts, strict=True)
+    )
+    assert jsonl_text(arrow_batch, "utf8", "utf8") == expected
+
+
+def test_dump_does_not_import_pandas(tmp_path: Path) -> None:
+    """pa.scalar (in pc.fill_null) imports pandas on first use: 0.25 s of every dump."""
+    root = write_sample_log_dir(tmp_path, records_per_partition=50)
+    code = (
+        "import sys, io, contextlib\nfrom kafka_segments_ds.cli import main\n"
+        "out = io.StringIO()\nwith contextlib.redirect_stdout(out):\n"
+        f"    status = main(['dump', {str(root)!r}])\n"
+        "print(status, len(out.getvalue().splitlines()), 'pandas' in sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    status, lines, pandas = done.stderr.split()[-3:]
+    assert (status, pandas) == ("0", "False") and int(lines) == len(read_table(root))
