@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import (
     cut,
+    int64_values,
     iso,
     non_negative_int,
     partitions,
@@ -370,7 +371,7 @@ def dump_chunks(
 def _within_bytes(arrow_batch: pa.RecordBatch, end: int) -> tuple[pa.RecordBatch, bool]:
     """Rows of entries that start below ``end``, and whether a later row did not (the reader
     then stops: positions increase through a file)."""
-    positions = arrow_batch.column("position").to_numpy(zero_copy_only=False)
+    positions = int64_values(arrow_batch.column("position"))
     keep = int(np.searchsorted(positions, end, side="left"))
     return arrow_batch.slice(0, keep), keep < arrow_batch.num_rows
 
@@ -418,8 +419,8 @@ def _gaps(
     """
     if not arrow_batch.num_rows:
         return []
-    offsets = arrow_batch.column("offset").to_numpy()
-    firsts = arrow_batch.column("batchBaseOffset").to_numpy() if shallow else offsets
+    offsets = int64_values(arrow_batch.column("offset"))
+    firsts = int64_values(arrow_batch.column("batchBaseOffset")) if shallow else offsets
     topics = arrow_batch.column("topic")
     partitions = arrow_batch.column("partition")
     found = []

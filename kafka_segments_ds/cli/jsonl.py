@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_segments_ds.cli import jsonl_kernels as J
-from kafka_segments_ds.cli.common import render_bytes
+from kafka_segments_ds.cli.common import int64_values, render_bytes, valid_flags
 
 _LINE_END = np.frombuffer(b"}\n", np.uint8)
 _EMPTY = np.empty(0, np.uint8)
@@ -72,12 +72,12 @@ def column_piece(name: str, column: pa.Array, encoding: str) -> Piece:
     kind = column.type
     if name == "timestamp":
         # microseconds in Arrow, epoch milliseconds in the output (Arrow's division truncates)
-        micros = _int64_values(column)
+        micros = int64_values(column)
         millis = micros // 1000
         millis += (micros < 0) & (millis * 1000 != micros)
-        return Piece("int", millis, _EMPTY, _valid(column))
+        return Piece("int", millis, _EMPTY, valid_flags(column))
     if pa.types.is_integer(kind):
-        return Piece("int", _int64_values(column), _EMPTY, _valid(column))
+        return Piece("int", int64_values(column), _EMPTY, valid_flags(column))
     if pa.types.is_boolean(kind):
         return _raw_piece(pc.if_else(column, pa.scalar("true"), pa.scalar("false")))
     if pa.types.is_string(kind):
@@ -116,38 +116,12 @@ def _write(piece: Piece, lengths: np.ndarray, out: np.ndarray, cursor: np.ndarra
         J.write_raw(piece.values, piece.data, piece.valid, piece.kind == "hex", out, cursor)
 
 
-def _int64_values(column: pa.Array) -> np.ndarray:
-    """The values of an integer (or timestamp) column as int64, read from its data buffer; a
-    null row's value is whatever the buffer holds there (the writers skip it). Not through
-    ``pc.fill_null``, whose ``pa.scalar`` imports pandas: 0.25 s of every ``dump``."""
-    width = column.type.bit_width // 8
-    signed = not pa.types.is_integer(column.type) or pa.types.is_signed_integer(column.type)
-    dtype = np.dtype(f"{'i' if signed else 'u'}{width}").newbyteorder("<")
-    raw = np.frombuffer(column.buffers()[1], dtype, len(column), column.offset * width)
-    return raw.astype(np.int64)
-
-
-def _valid(column: pa.Array) -> np.ndarray:
-    """A flag per row: not null. From the validity bitmap (a boolean array's ``to_numpy``
-    imports pandas)."""
-    n = len(column)
-    if column.null_count == 0:
-        return np.ones(n, np.bool_)
-    bitmap = column.buffers()[0]
-    if bitmap is None:  # the null type: no bitmap, every row null
-        return np.zeros(n, np.bool_)
-    bits = np.unpackbits(
-        np.frombuffer(bitmap, np.uint8), count=column.offset + n, bitorder="little"
-    )
-    return bits[column.offset :].astype(np.bool_)
-
-
 def _buffers_piece(kind: str, column: pa.Array) -> Piece:
     """A piece over the offsets and data buffers of a binary or string array (no copy)."""
     buffers = column.buffers()
     offsets = np.frombuffer(buffers[1], np.int32, len(column) + 1, column.offset * 4)
     data = _EMPTY if buffers[2] is None else np.frombuffer(buffers[2], np.uint8)
-    return Piece(kind, offsets, data, _valid(column))
+    return Piece(kind, offsets, data, valid_flags(column))
 
 
 def _raw_piece(fragments: pa.Array) -> Piece:

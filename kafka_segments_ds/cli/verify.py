@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -35,21 +35,24 @@ from kafka_segments_ds.cli.common import (
     EXIT_OK,
     EXIT_UNUSABLE,
     PROG,
+    int64_values,
     progress,
     read_bytes,
     reader_warnings,
     selected_partitions,
     sibling,
+    storage_error,
     worst_status,
     write_lines,
 )
-from kafka_segments_ds.errors import KafkaSegmentsError
+from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
 from kafka_segments_ds.options import ReadOptions, parse_read_options
 from kafka_segments_ds.reader import read_task
+from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryTable, scan_entries
+from kafka_segments_ds.records.batches import EntryTable, scan_entries, walk_entries
 from kafka_segments_ds.records.v2 import CONTROL_ABORT
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.transactions import control_marker
@@ -81,11 +84,11 @@ def verify_segment(
     """One finding per file of the segment (its ``.log`` and index files)."""
     shown = display_path(filesystem, segment.path)
     try:
-        log = read_bytes(filesystem, segment.path)
+        scan = scan_log(filesystem, segment, shown, options.read_chunk_bytes)
     except KafkaSegmentsError as err:
         return [("UNREADABLE", shown, str(err))]
-    table = scan_entries(log)
-    report = [_verify_log(filesystem, shown, log, table, segment, next_base, options)]
+    table = scan.table
+    report = [_verify_log(filesystem, shown, scan, segment, next_base, options)]
     for path, suffix in (
         (segment.index_path, INDEX_SUFFIX),
         (segment.timeindex_path, TIME_INDEX_SUFFIX),
@@ -99,34 +102,99 @@ def verify_segment(
         except KafkaSegmentsError as err:
             report.append(("UNREADABLE", index_shown, str(err)))
             continue
-        label, details = _index_finding(suffix, data, len(log), table, segment, next_base, is_last)
+        label, details = _index_finding(suffix, data, scan.size, table, segment, next_base, is_last)
         if suffix == TXN_INDEX_SUFFIX and label == "OK":
-            label, details = _unlisted_aborts(data, log, table, segment) or (label, details)
+            label, details = _unlisted_aborts(data, scan.aborts) or (label, details)
         report.append((label, index_shown, details))
-    if segment.txnindex_path is None and options.layout != "pinterest":  # it stores none
-        aborts = abort_markers(log, table, segment)
-        if aborts:
-            missing = display_path(filesystem, sibling(segment, TXN_INDEX_SUFFIX))
-            plural = "s" if len(aborts) > 1 else ""
-            report.append(
-                (
-                    "INDEX",
-                    missing,
-                    f"missing: the segment holds {len(aborts)} ABORT marker{plural} (first at "
-                    f"offset {aborts[0]}) that a broker lists in its .txnindex; read_committed "
-                    "reads here use the markers",
-                )
+    # (a pinterest layout stores no .txnindex)
+    if scan.aborts and segment.txnindex_path is None and options.layout != "pinterest":
+        missing = display_path(filesystem, sibling(segment, TXN_INDEX_SUFFIX))
+        plural = "s" if len(scan.aborts) > 1 else ""
+        report.append(
+            (
+                "INDEX",
+                missing,
+                f"missing: the segment holds {len(scan.aborts)} ABORT marker{plural} (first "
+                f"at offset {scan.aborts[0]}) that a broker lists in its .txnindex; "
+                "read_committed reads here use the markers",
             )
+        )
     return report
 
 
-def _unlisted_aborts(
-    data: bytes, log: bytes, table: EntryTable, segment: SegmentRef
-) -> tuple[str, str] | None:
+@dataclass(frozen=True, slots=True, eq=False)
+class LogScan:
+    """What one walk over a ``.log`` tells the checks (no record decoded, no CRC checked)."""
+
+    size: int  # the .log's size as listed
+    table: EntryTable  # its whole entries, as scan_entries over the whole file gives them
+    aborts: list[int]  # last offsets of the ABORT markers among them
+    zero_tail: bool  # the bytes past the whole entries (if any) are all zero
+
+
+def scan_log(
+    filesystem: pafs.FileSystem, segment: SegmentRef, shown: str, window_bytes: int
+) -> LogScan:
+    """Walk ``segment``'s ``.log`` window by window through one reused buffer: a whole-file
+    read would fault in fresh memory as large as the file, twice the time of the walk.
+
+    Raises :class:`StorageError` when the file cannot be read, or is shorter than listed."""
+    size = segment.size
+    source = SegmentSource(filesystem, segment.path, size, shown)
+
+    def read(position: int, length: int) -> np.ndarray:
+        data = source.fill(position, length)
+        if data.shape[0] < min(length, size - position):
+            raise StorageError(
+                f"short read: the file has shrunk below its listed {size} bytes",
+                shown,
+                position + data.shape[0],
+            )
+        return data
+
+    parts: list[tuple[int, EntryTable]] = []
+    aborts: list[int] = []
+    try:
+        end, outcome = 0, K.FRAMING_END
+        for walked in walk_entries(read, 0, size, window_bytes):
+            table = scan_entries(walked.window[: walked.stop])
+            parts.append((walked.base, table))
+            aborts += _abort_markers(walked.window, walked.base, table, segment)
+            end, outcome = walked.end, walked.outcome
+        zero_tail = all(
+            not read(at, min(window_bytes, size - at)).any()
+            for at in range(end, size, window_bytes)
+        )
+    except OSError as err:
+        raise storage_error(err, shown) from err
+    finally:
+        source.close()
+    return LogScan(size, _joined(parts, end, outcome), aborts, zero_tail)
+
+
+def _joined(parts: list[tuple[int, EntryTable]], end: int, outcome: int) -> EntryTable:
+    """One table of the windows' tables (positions made file positions)."""
+
+    def cat(name: str, dtype: type) -> np.ndarray:
+        arrays = [getattr(table, name) for _, table in parts]
+        return np.concatenate(arrays) if arrays else np.empty(0, dtype)
+
+    positions = [table.positions + base for base, table in parts]
+    return EntryTable(
+        np.concatenate(positions) if positions else np.empty(0, np.int64),
+        cat("sizes", np.int64),
+        cat("magics", np.int8),
+        cat("last_offsets", np.int64),
+        cat("max_timestamps", np.int64),
+        end,
+        outcome,
+    )
+
+
+def _unlisted_aborts(data: bytes, aborts: list[int]) -> tuple[str, str] | None:
     """An INDEX finding for a ``.txnindex`` (its bytes ``data``, parsed whole) that does not
     list every ABORT marker of its segment (an empty or cut-short copy); None when it does."""
     listed = {t.last_offset for t in kidx.parse_txn_index(data)}
-    aborts = abort_markers(log, table, segment)
     unlisted = [offset for offset in aborts if offset not in listed]
     if not unlisted:
         return None
@@ -137,27 +205,25 @@ def _unlisted_aborts(
     )
 
 
-def abort_markers(log: bytes, table: EntryTable, segment: SegmentRef) -> list[int]:
-    """Offsets of the ABORT markers among the segment's whole entries (a damaged control batch
-    is left to the .log finding)."""
+def _abort_markers(
+    window: np.ndarray, base: int, table: EntryTable, segment: SegmentRef
+) -> list[int]:
+    """Offsets of the ABORT markers among the whole entries of ``window`` (at file position
+    ``base``; a damaged control batch is left to the .log finding)."""
+    v2 = np.flatnonzero(table.magics == 2)
+    attributes_at = 22  # the low byte of the int16: offset 8, length 4, epoch 4, magic 1, crc 4
+    control = v2[(window[table.positions[v2] + attributes_at] & 0x20) != 0]
     found = []
-    attributes_at = 21  # offset 8, length 4, leader epoch 4, magic 1, crc 4
-    for position, size, offset in zip(
-        table.positions.tolist(), table.sizes.tolist(), table.last_offsets.tolist(), strict=True
-    ):
-        if log[position + 16] != 2:
-            continue
-        attributes = int.from_bytes(
-            log[position + attributes_at : position + attributes_at + 2], "big"
-        )
-        if not attributes & 0x20:
-            continue
+    for i in control.tolist():
+        position, size = int(table.positions[i]), int(table.sizes[i])
         try:
-            marker = control_marker(log[position : position + size], segment, position)
+            marker = control_marker(
+                window[position : position + size].tobytes(), segment, base + position
+            )
         except KafkaSegmentsError:
             continue
         if marker is not None and marker.type == CONTROL_ABORT:
-            found.append(offset)
+            found.append(int(table.last_offsets[i]))
     return found
 
 
@@ -176,19 +242,19 @@ def read_segment(
 def _verify_log(
     filesystem: pafs.FileSystem,
     shown: str,
-    log: bytes,
-    table: EntryTable,
+    scan: LogScan,
     segment: SegmentRef,
     next_base: int | None,
     options: ReadOptions,
 ) -> Finding:
+    table = scan.table
     previous = segment.base_offset - 1
     records = gaps = 0
     first_gap: int | None = None
     with reader_warnings():  # what the reader warns about is reported below
         try:
             for arrow_batch in read_segment(filesystem, segment, options):
-                offsets = arrow_batch.column("offset").to_numpy()
+                offsets = int64_values(arrow_batch.column("offset"))
                 if len(offsets) == 0:
                     continue
                 steps = np.diff(np.concatenate(([previous], offsets)))
@@ -224,9 +290,9 @@ def _verify_log(
     if gaps:
         plural = "s" if gaps > 1 else ""
         details += f", {gaps} offset gap{plural} (non-consecutive offsets, first after {first_gap})"
-    if table.valid_bytes < len(log):
-        tail = len(log) - table.valid_bytes
-        if not any(log[table.valid_bytes :]):
+    if table.valid_bytes < scan.size:
+        tail = scan.size - table.valid_bytes
+        if scan.zero_tail:
             return ("NOTE", shown, f"{details}; zero-filled (preallocated) tail of {tail} bytes")
         if table.outcome == K.FRAMING_PARTIAL:
             return (

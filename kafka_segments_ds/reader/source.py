@@ -161,6 +161,12 @@ class SegmentSource:
             got += n
         return np.frombuffer(buffer, np.uint8, got)
 
+    def fill(self, position: int, length: int) -> np.ndarray:
+        """Up to ``length`` bytes at ``position`` (clipped to the size) in a reused buffer,
+        valid until the next call: a walk over the whole file that keeps no window (fewer
+        bytes than asked only if a local file shrank since it was listed)."""
+        return self._fill(self._current, position, self._clip(position, length))
+
     def prefetch(self, position: int, length: int, checksums: bool) -> None:
         """Start reading (and framing, and checksumming) the window ``scan_window(position,
         length)`` will most likely ask for, on a helper thread: the kernels and crc32c release

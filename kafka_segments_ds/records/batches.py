@@ -142,6 +142,14 @@ class EntryWindow:
     window: np.ndarray
     positions: np.ndarray  # int64, relative to ``base``
     magics: np.ndarray
+    outcome: int = K.FRAMING_END  # kernels.FRAMING_* of the walk's stop in this window
+    stop: int = 0  # where the walk stopped, relative to ``base``
+
+    @property
+    def end(self) -> int:
+        """The file position after the window's last whole entry: where the walk's framing
+        ends when this is the last window it yields."""
+        return self.base + self.stop
 
 
 def walk_entries(
@@ -149,15 +157,17 @@ def walk_entries(
 ) -> Iterator[EntryWindow]:
     """Hop the entries from ``start`` on while they start before ``end``, reading windows of
     ``window_bytes`` (widened to hold one larger entry; a window may run past ``end``). Stops
-    quietly where the framing does: damage, a zero or truncated tail (a reader reports those).
-    ``file_size`` (default ``end``) bounds the entries."""
+    quietly where the framing does: damage, a zero or truncated tail (a reader reports those;
+    the last window yielded says where and why: ``end``, ``outcome``). ``file_size`` (default
+    ``end``) bounds the entries. ``read`` may reuse one buffer: a window is yielded before the
+    next is read."""
     file_size = end if file_size is None else file_size
     position = start
     want = window_bytes
     while position < end:
         window = as_array(read(position, want))
         positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
-        yield EntryWindow(position, window, positions, magics)
+        yield EntryWindow(position, window, positions, magics, int(outcome), int(stop))
         if outcome == K.FRAMING_PARTIAL and stop == 0:
             # one entry larger than the window: widen the window to hold it
             if window.shape[0] < 17:

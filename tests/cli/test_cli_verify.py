@@ -9,18 +9,27 @@ its first byte; brokers before 2.0 stored the append's first offset. Both are he
 
 from __future__ import annotations
 
+import random
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import pyarrow.fs as pafs
 import pytest
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.cli import main
-from kafka_segments_ds.errors import StorageError
+from kafka_segments_ds.cli.verify import scan_log
+from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
+from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.v2 import CONTROL_ABORT
+from kafka_segments_ds.transactions import control_marker
+from tests.support.transactions import write_interleaved
 
 BIG = 1 << 24
 GZIP = 1
@@ -385,3 +394,76 @@ def test_help_documents_the_exit_status(capsys: pytest.CaptureFixture[str], comm
         "rebuild-index fixes them\n"
         "  130  interrupted\n"
     ) in out
+
+
+def _whole_file_facts(log: bytes, segment: SegmentRef) -> tuple[list[int], bool]:
+    """The ABORT markers' last offsets and the zero-tail verdict, read off the whole file as
+    verify did before it walked windows (the reference for ``scan_log``)."""
+    table = scan_entries(log)
+    aborts = []
+    for position, size, last in zip(
+        table.positions.tolist(), table.sizes.tolist(), table.last_offsets.tolist(), strict=True
+    ):
+        if log[position + 16] != 2 or not log[position + 22] & 0x20:
+            continue
+        try:
+            marker = control_marker(log[position : position + size], segment, position)
+        except KafkaSegmentsError:
+            continue
+        if marker is not None and marker.type == CONTROL_ABORT:
+            aborts.append(last)
+    return aborts, not any(log[table.valid_bytes :])
+
+
+def test_windowed_log_scan_matches_a_whole_file_scan(
+    tmp_path: Path, make_partition: Callable[..., Any]
+) -> None:
+    """verify walks a .log through one reused window; whatever the window size and whatever
+    the damage (cut anywhere, bytes changed, a zero or garbage tail), it must see the entries,
+    ABORT markers and tail a scan of the whole file sees."""
+    part, _, aborted = write_interleaved(make_partition)
+    rng = random.Random(20261126)
+    logs = sorted(part.glob("*.log"))
+    assert sum(1 for log in logs if scan_entries(log.read_bytes()).positions.size) > 3
+    checked = markers = 0
+    for trial in range(240):
+        data = bytearray(logs[trial % len(logs)].read_bytes())
+        damage = trial % 6
+        if damage == 1 and data:
+            del data[rng.randrange(len(data)) :]
+        elif damage == 2 and data:
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        elif damage == 3:
+            data += bytes(rng.randrange(1, 300))
+        elif damage == 4:
+            data += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 80)))
+        elif damage == 5 and data:
+            data[rng.randrange(len(data)) + 8 : rng.randrange(len(data)) + 12] = b"\x7f\xff\xff\xf0"
+        path = tmp_path / "walk" / f"{trial:020d}.log"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        segment = SegmentRef(str(path), trial, len(data), None, None, None)
+        window = rng.choice([17, 61, 200, 997, 4096, 1 << 20])
+        scan = scan_log(pafs.LocalFileSystem(), segment, str(path), window)
+        whole = scan_entries(bytes(data))
+        for name in ("positions", "sizes", "magics", "last_offsets", "max_timestamps"):
+            assert getattr(scan.table, name).tolist() == getattr(whole, name).tolist(), name
+        assert (scan.table.valid_bytes, scan.table.outcome) == (whole.valid_bytes, whole.outcome)
+        assert (scan.aborts, scan.zero_tail) == _whole_file_facts(bytes(data), segment)
+        checked += 1
+        markers += len(scan.aborts)
+    assert checked == 240
+    intact = [a for _, _, a in aborted]
+    assert markers >= len(intact) > 0  # the intact copies alone hold every marker
+
+
+def test_a_log_that_shrank_since_it_was_listed_is_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = follower_log(tmp_path) / f"{BASE:020d}.log"
+    data = path.read_bytes()
+    segment = SegmentRef(str(path), BASE, len(data) + 100, None, None, None)
+    with pytest.raises(StorageError, match="shrunk below its listed") as caught:
+        scan_log(pafs.LocalFileSystem(), segment, str(path), 4096)
+    assert caught.value.position == len(data)
