@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.reader import source as S
+from kafka_segments_ds.records import kernels as K
 
 
 def _segment(make_partition) -> Path:
@@ -24,7 +25,10 @@ def _window(src: S.SegmentSource, position: int, length: int) -> tuple[bytes, li
     return got.window.tobytes(), got.positions.tolist(), got.stop
 
 
-def test_a_read_ahead_not_started_is_called_off_and_read_in_the_foreground(make_partition):
+def test_a_read_ahead_not_started_is_called_off_and_read_in_the_foreground(
+    make_partition, monkeypatch
+):
+    monkeypatch.setattr(K, "MAX_THREADS", 2)  # one thread: a local file is not read ahead
     log = _segment(make_partition)
     data = log.read_bytes()
     fs = pafs.LocalFileSystem()
@@ -54,3 +58,37 @@ def test_a_read_ahead_not_started_is_called_off_and_read_in_the_foreground(make_
     assert got[0] == data
     assert len(got[1]) == 4 and got[2] == len(data)
     assert np.diff(got[1]).min() > 0
+
+
+def test_one_thread_reads_a_local_file_without_the_helper(make_partition, monkeypatch):
+    monkeypatch.setattr(K, "MAX_THREADS", 1)
+    log = _segment(make_partition)
+    data = log.read_bytes()
+    src = S.SegmentSource(pafs.LocalFileSystem(), str(log), len(data))
+    src.prefetch(0, len(data), checksums=True)
+    assert src._pending is None
+    got = _window(src, 0, len(data))
+    src.close()
+    assert got[0] == data and len(got[1]) == 4 and got[2] == len(data)
+
+
+def test_a_closed_sources_window_buffer_serves_the_next_source(make_partition, monkeypatch):
+    monkeypatch.setattr(S, "_SPARE_BUFFERS", [])
+    log = _segment(make_partition)
+    data = log.read_bytes()
+    fs = pafs.LocalFileSystem()
+    first = S.SegmentSource(fs, str(log), len(data))
+    assert _window(first, 0, len(data))[0] == data
+    first.close()
+    assert [len(b) for b in S._SPARE_BUFFERS] == [len(data)]
+    reused = S._SPARE_BUFFERS[0]
+    second = S.SegmentSource(fs, str(log), len(data))
+    got = second.scan_window(8, len(data) - 8)  # a shorter window from the same buffer
+    assert S._SPARE_BUFFERS == []
+    assert got.window.tobytes() == data[8:]
+    assert np.shares_memory(got.window, np.frombuffer(reused, np.uint8))
+    second.close()
+    huge = S.SegmentSource(fs, str(log), len(data))
+    huge._buffers[1] = bytearray(S.SPARE_BUFFER_MAX_BYTES + 1)
+    huge.close()
+    assert [len(b) for b in S._SPARE_BUFFERS] == [len(data)]  # one over the bound is let go
