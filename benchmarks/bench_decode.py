@@ -4,9 +4,10 @@
    deep iteration, default columns, checksums verified: ``read_table`` vs aiokafka's
    C-accelerated record iteration (``MemoryRecords`` -> batches -> records, touching offset,
    timestamp, key and value; CRCs validated too). Run twice, each in its own process: with
-   ``KAFKA_SEGMENTS_DS_THREADS=1`` (target ratio >= 5) and with the default threads (>= 6).
-   Each also prints the CPU seconds a read takes on each side (all of a process's threads: ours
-   reads ahead on a helper thread) and their ratio, the per-core figure.
+   ``KAFKA_SEGMENTS_DS_THREADS=1`` (one thread, no read-ahead helper either: target ratio >= 5)
+   and with the default threads (>= 6). Each also prints the CPU seconds a read takes on each
+   side (all of a process's threads: with the default threads ours reads ahead on a helper
+   thread) and their ratio, the per-core figure.
 2. The same, cold: each side in a fresh process (default threads), three figures from one run:
    its first read with its library loaded (target >= 5: aiokafka's decoder is loaded by its
    import, ours lazily by the first call, so ours imports its read path before the clock
