@@ -12,6 +12,9 @@
    its first read with its library loaded (target >= 5: aiokafka's decoder is loaded by its
    import, ours lazily by the first call, so ours imports its read path before the clock
    starts), the library's import plus that read, and everything from an empty interpreter.
+   Ours builds ~150 MB of Arrow buffers in memory new to its process, aiokafka next to none:
+   on a VM that hands freed memory back to its host, how long that takes swings tenfold from
+   one run to the next (``bench_fresh_memory.py`` measures it alone).
 3. lz4 and zstd logs: ``read_table`` vs merely decompressing the same batches with the same codec
    library (the floor any decoder pays); for lz4 also vs cramjam (the other binding; a
    benchmark-only peer, in the test extras). Target: ratio >= 0.5.

@@ -77,6 +77,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--records", "2000", "--repeat", "1", "--data", "{data}"],
         ["fastavro loop", "ratio decode step / fastavro loop"],
     ),
+    "fresh_memory": (
+        "bench_fresh_memory.py",
+        ["--repeat", "1", "--mb", "8", "--release-gb", "0.05", "--wait", "0"],
+        ["after a release: writing 8 MB", "4 KiB pages       median"],
+    ),
     # installs the package into a fresh venv (a wheel build: about a minute)
     "coldstart": (
         "bench_coldstart.py",
