@@ -329,3 +329,23 @@ def valid_flags(column: pa.Array) -> np.ndarray:
         np.frombuffer(bitmap, np.uint8), count=column.offset + n, bitorder="little"
     )
     return bits[column.offset :].astype(np.bool_)
+
+
+def bool_values(column: pa.Array) -> np.ndarray:
+    """The values of a boolean column as a numpy bool array, from its data bitmap (a null
+    row's value is whatever the bitmap holds there)."""
+    n = len(column)
+    bits = np.unpackbits(
+        np.frombuffer(column.buffers()[1], np.uint8), count=column.offset + n, bitorder="little"
+    )
+    return bits[column.offset :].astype(np.bool_)
+
+
+def int_array(values: list[int | None], arrow_type: pa.DataType) -> pa.Array:
+    """A signed integer array of ``values`` (None: null), built from buffers: ``pa.array``
+    over Python objects imports pandas."""
+    valid = np.fromiter((v is not None for v in values), np.bool_, len(values))
+    dtype = np.dtype(f"<i{arrow_type.bit_width // 8}")
+    data = np.fromiter((0 if v is None else v for v in values), dtype, len(values))
+    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(arrow_type, len(values), [bitmap, pa.py_buffer(data)])

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from kafka_segments_ds import iter_batches
 from kafka_segments_ds.cli.common import (
+    bool_values,
     cut,
     int64_values,
     iso,
@@ -29,6 +30,7 @@ from kafka_segments_ds.cli.common import (
     positive_int,
     render_bytes,
     select,
+    valid_flags,
     write_chunks,
     write_lines,
 )
@@ -444,7 +446,7 @@ def _runs(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
         pc.not_equal(topics.slice(1), topics.slice(0, n - 1)),
         pc.not_equal(partitions.slice(1), partitions.slice(0, n - 1)),
     )
-    cuts = np.flatnonzero(pc.fill_null(changed, False).to_numpy(zero_copy_only=False)) + 1
+    cuts = np.flatnonzero(bool_values(changed) & valid_flags(changed)) + 1  # null: no change
     bounds = [0, *cuts.tolist(), n]
     return list(itertools.pairwise(bounds))
 

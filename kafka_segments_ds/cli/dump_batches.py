@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from kafka_segments_ds.cli.common import int_array
 from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.fs import resolve
 
@@ -75,7 +76,7 @@ def with_batch_fields(
         for handle in files.values():
             handle.close()
     for name, kind, values in zip(BATCH_FIELDS, TYPES, columns, strict=True):
-        arrow_batch = arrow_batch.append_column(name, pa.array(values, kind))
+        arrow_batch = arrow_batch.append_column(name, int_array(values, kind))
     return arrow_batch
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_segments_ds.cli import jsonl_kernels as J
-from kafka_segments_ds.cli.common import int64_values, render_bytes, valid_flags
+from kafka_segments_ds.cli.common import bool_values, int64_values, render_bytes, valid_flags
 
 _LINE_END = np.frombuffer(b"}\n", np.uint8)
 _EMPTY = np.empty(0, np.uint8)
@@ -79,7 +79,7 @@ def column_piece(name: str, column: pa.Array, encoding: str) -> Piece:
     if pa.types.is_integer(kind):
         return Piece("int", int64_values(column), _EMPTY, valid_flags(column))
     if pa.types.is_boolean(kind):
-        return _raw_piece(pc.if_else(column, pa.scalar("true"), pa.scalar("false")))
+        return _booleans_piece(column)
     if pa.types.is_string(kind):
         return _buffers_piece("text", column)
     if pa.types.is_binary(kind):
@@ -124,13 +124,31 @@ def _buffers_piece(kind: str, column: pa.Array) -> Piece:
     return Piece(kind, offsets, data, valid_flags(column))
 
 
-def _raw_piece(fragments: pa.Array) -> Piece:
-    return _buffers_piece("raw", fragments)
-
-
 def _per_row(column: pa.Array, render: Callable[[Any], str]) -> Piece:
-    texts = [None if v is None else render(v) for v in column.to_pylist()]
-    return _raw_piece(pa.array(texts, pa.string()))
+    """Each row rendered by Python (``pa.array`` over the texts would import pandas)."""
+    texts = [None if v is None else render(v).encode() for v in column.to_pylist()]
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum(np.fromiter((0 if t is None else len(t) for t in texts), np.int64), out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise OverflowError("a batch's rendered rows exceed 2 GiB")
+    data = np.frombuffer(b"".join(t for t in texts if t is not None), np.uint8)
+    valid = np.fromiter((t is not None for t in texts), np.bool_, len(texts))
+    return Piece("raw", offsets.astype(np.int32), data, valid)
+
+
+_TRUE_FALSE = np.frombuffer(b"true\0false", np.uint8).reshape(2, 5)
+
+
+def _booleans_piece(column: pa.Array) -> Piece:
+    """``true`` / ``false`` per row, from the bitmaps (not ``pc.if_else`` with ``pa.scalar``
+    arguments, which imports pandas)."""
+    flags = bool_values(column)
+    lengths = np.where(flags, 4, 5)
+    offsets = np.zeros(flags.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = _TRUE_FALSE[np.where(flags, 0, 1)]
+    data = rows[np.arange(5) < lengths[:, None]]
+    return Piece("raw", offsets.astype(np.int32), np.ascontiguousarray(data), valid_flags(column))
 
 
 def _plain(value: Any, encoding: str) -> Any:
