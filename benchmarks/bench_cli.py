@@ -21,21 +21,24 @@ The log (uncompressed magic-2 batches of 16 KiB, ~120-byte records with a 16-byt
 partition ``bench-0``, 1 GiB segments so one segment, its .index/.timeindex built as a broker
 does) is generated once with aiokafka's C batch builder and kept under ``--data``.
 
-Figures (2-core development machine shared with other jobs, load average 4-6 during the run;
-190 MB log, 1.64 M records; 3 alternating rounds, best time of each):
+Figures (2-core development machine, quiet; 200 MB log, 1.72 M records; 3 alternating rounds,
+two runs of the script, best time of each contender):
 
-===========================  ======  ======  =====================================
-contender                    best    median  ratio (per-round range)
-===========================  ======  ======  =====================================
-dump --format jsonl (a)      3.99 s  4.33 s  7.9x the kafka-python dumper (5.7-8.7)
-kafka-python dumper (b)      31.6 s  34.2 s
-verify (c)                   3.79 s  4.55 s  1.30x read_table (1.26-1.38)
-stats (c)                    1.57 s  2.81 s  0.54x read_table (0.54-0.78)
-read_table (d)               2.93 s  3.62 s
-===========================  ======  ======  =====================================
+===========================  ===============  ==============================================
+contender                    best (run 1, 2)  ratio of the best times (run 1, 2)
+===========================  ===============  ==============================================
+dump --format jsonl (a)      1.03 s, 1.26 s   13.8x, 12.0x the kafka-python dumper
+kafka-python dumper (b)      14.2 s, 15.2 s
+verify (c)                   0.45 s, 0.48 s   0.41, 0.43 of read_table
+stats (c)                    0.45 s, 0.65 s   0.41, 0.59 of read_table
+read_table (d)               1.11 s, 1.11 s
+===========================  ===============  ==============================================
 
-Every time includes the interpreter start and imports (~0.6 s). ``stats`` reads the log twice
-(shallow, then deep with only the columns it needs) and skips its read_committed pass when the
+Every time includes the interpreter start and imports (~0.4 s); each command imports only its
+own module. read_table's figure swings most: in a fresh process it writes ~250 MB of new memory
+(see ``bench_fresh_memory.py``). ``verify`` walks each log in 4 MiB windows of one reused buffer
+(framing, batch headers, ABORT markers), then decodes it (CRCs, offsets). ``stats`` reads the
+log twice (shallow, then deep with only the columns it needs) and skips its read_committed pass when the
 partition has no transactional batches, hence below one plain decode here.
 """
 
