@@ -25,13 +25,14 @@ log = logging.getLogger(__name__)
 SHORT_READ_ATTEMPTS = 2
 _PREFETCH_POOL: ThreadPoolExecutor | None = None
 # Window buffers of closed sources, for the next ones: a fresh 4 MiB buffer is zeroed and
-# faulted in page by page, a few per cent of a whole read of a local segment. Kept: a few,
-# none larger than a window widened for a large entry may leave behind.
+# faulted in page by page, a few per cent of a whole read of a local segment. Kept: four (two
+# sources open at a time, each with two), none over 8 MiB (a window widened for one large
+# entry is let go): at most 32 MiB stay with an idle process.
 _SPARE_BUFFERS: list[bytearray] = []
 _SPARE_LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_SPARE_LOCK._at_fork_reinit)  # type: ignore[attr-defined]
 SPARE_BUFFERS_KEPT = 4
-SPARE_BUFFER_MAX_BYTES = 16 << 20
+SPARE_BUFFER_MAX_BYTES = 8 << 20
 
 
 def _window_buffer(length: int) -> bytearray:
