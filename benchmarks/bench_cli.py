@@ -38,8 +38,8 @@ Every time includes the interpreter start and imports (~0.4 s); each command imp
 own module. read_table's figure swings most: in a fresh process it writes ~250 MB of new memory
 (see ``bench_fresh_memory.py``). ``verify`` walks each log in 4 MiB windows of one reused buffer
 (framing, batch headers, ABORT markers), then decodes it (CRCs, offsets). ``stats`` reads the
-log twice (shallow, then deep with only the columns it needs) and skips its read_committed pass when the
-partition has no transactional batches, hence below one plain decode here.
+log twice (shallow, then deep with only the columns it needs) and skips its read_committed pass
+when the partition has no transactional batches, hence below one plain decode here.
 """
 
 from __future__ import annotations

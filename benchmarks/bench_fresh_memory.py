@@ -27,7 +27,8 @@ import time
 TOUCH = """
 import sys, time
 import numpy as np
-np._core.multiarray._set_madvise_hugepage(sys.argv[1] == "huge")
+core = getattr(np, "_core", None) or np.core  # numpy 2, numpy 1
+core.multiarray._set_madvise_hugepage(sys.argv[1] == "huge")
 started = time.perf_counter()
 np.empty(int(sys.argv[2]) << 20, np.uint8).fill(1)
 print(time.perf_counter() - started)

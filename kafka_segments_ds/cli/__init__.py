@@ -124,8 +124,11 @@ def _silence_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``kafka-segments`` command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
-    words = [word for word in argv if not word.startswith("-")]
-    args = build_parser(words[0] if words else None).parse_args(argv)
+    # the command is the first word (the top level takes no option with a value); a help
+    # option before it asks for the whole command line's help
+    first = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    only = None if first is None or {"-h", "--help"} & set(argv[:first]) else argv[first]
+    args = build_parser(only).parse_args(argv)
     args.option = dict(args.option)
     run: Callable[[argparse.Namespace], int] = args.run
     try:

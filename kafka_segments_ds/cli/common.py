@@ -311,7 +311,7 @@ def int64_values(column: pa.Array) -> np.ndarray:
     ``dump`` or ``verify``)."""
     width = column.type.bit_width // 8
     signed = not pa.types.is_integer(column.type) or pa.types.is_signed_integer(column.type)
-    dtype = np.dtype(f"{'i' if signed else 'u'}{width}").newbyteorder("<")
+    dtype = np.dtype(f"{'i' if signed else 'u'}{width}")  # Arrow buffers: native byte order
     raw = np.frombuffer(column.buffers()[1], dtype, len(column), column.offset * width)
     return raw.astype(np.int64)
 
@@ -345,7 +345,7 @@ def int_array(values: list[int | None], arrow_type: pa.DataType) -> pa.Array:
     """A signed integer array of ``values`` (None: null), built from buffers: ``pa.array``
     over Python objects imports pandas."""
     valid = np.fromiter((v is not None for v in values), np.bool_, len(values))
-    dtype = np.dtype(f"<i{arrow_type.bit_width // 8}")
+    dtype = np.dtype(f"i{arrow_type.bit_width // 8}")
     data = np.fromiter((0 if v is None else v for v in values), dtype, len(values))
     bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(arrow_type, len(values), [bitmap, pa.py_buffer(data)])

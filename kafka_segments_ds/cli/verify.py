@@ -68,6 +68,7 @@ Finding = tuple[str, str, str]  # (label, file, details)
 STATUS = {"OK": EXIT_OK, "NOTE": EXIT_OK, "INDEX": EXIT_INDEX, "ERROR": EXIT_DAMAGED}
 STATUS["UNREADABLE"] = EXIT_UNUSABLE
 TRUNCATED = "truncated tail"
+REMOTE_WINDOW_BYTES = 64 << 20  # scan_log's window on an object store
 
 
 def add_arguments(verify: argparse.ArgumentParser) -> None:
@@ -141,6 +142,8 @@ def scan_log(
     Raises :class:`StorageError` when the file cannot be read, or is shorter than listed."""
     size = segment.size
     source = SegmentSource(filesystem, segment.path, size, shown)
+    if not source.is_local:  # a request each window: fewer, larger ones
+        window_bytes = max(window_bytes, REMOTE_WINDOW_BYTES)
 
     def read(position: int, length: int) -> np.ndarray:
         data = source.fill(position, length)

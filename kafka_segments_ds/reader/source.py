@@ -198,7 +198,7 @@ class SegmentSource:
         length)`` will most likely ask for, on a helper thread: the kernels and crc32c release
         the GIL, so this overlaps with decoding the current window."""
         if self.is_local and K.MAX_THREADS < 2:
-            # one thread asked for (KAFKA_SEGMENTS_DS_THREADS=1): no helper thread. Reading a
+            # one thread (KAFKA_SEGMENTS_DS_THREADS=1, or one CPU): no helper thread. Reading a
             # local window ahead takes 15-20% off the wall time of a plain read for ~7% more
             # CPU time, on a second core; a remote read still reads ahead (it waits on the
             # network, not a core)

@@ -557,3 +557,30 @@ def test_dump_shallow_batch_fields(
         [f"size={len(legacy)}", f"crc={int.from_bytes(legacy[12:16], 'big')}", "count=<null>",
          "lastSequence=<null>"],
     ]  # fmt: skip
+
+
+def test_a_run_imports_only_its_commands_module(sample: Path) -> None:
+    code = (
+        "import sys, io, contextlib\nfrom kafka_segments_ds.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = main(['verify', {str(sample)!r}, '--quiet'])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('kafka_segments_ds.cli.'))\n"
+        "print(status, *loaded)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    status, *loaded = done.stdout.split()
+    assert status == "0"
+    assert "kafka_segments_ds.cli.verify" in loaded
+    assert not {f"kafka_segments_ds.cli.{m}" for m in ("dump", "recover", "rewrite")} & set(loaded)
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["-h", "verify"], ["--help", "dump", "x"]])
+def test_help_before_a_command_lists_every_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("dump", "verify", "stats", "rebuild-index", "restore", "erase", "compact"):
+        assert f"    {command}" in out
