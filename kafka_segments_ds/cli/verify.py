@@ -52,7 +52,7 @@ from kafka_segments_ds.options import ReadOptions, parse_read_options
 from kafka_segments_ds.reader import read_task
 from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryTable, scan_entries, walk_entries
+from kafka_segments_ds.records.batches import EntryTable, entry_table, walk_entries
 from kafka_segments_ds.records.v2 import CONTROL_ABORT
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
 from kafka_segments_ds.transactions import control_marker
@@ -160,7 +160,9 @@ def scan_log(
     try:
         end, outcome = 0, K.FRAMING_END
         for walked in walk_entries(read, 0, size, window_bytes):
-            table = scan_entries(walked.window[: walked.stop])
+            table = entry_table(
+                walked.window, walked.positions, walked.magics, walked.stop, walked.outcome
+            )
             parts.append((walked.base, table))
             aborts += _abort_markers(walked.window, walked.base, table, segment)
             end, outcome = walked.end, walked.outcome

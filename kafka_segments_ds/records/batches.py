@@ -188,6 +188,14 @@ def scan_entries(buf: bytes | bytearray | memoryview | np.ndarray) -> EntryTable
     """Hop the entries of ``buf`` and collect their header facts (no CRC check)."""
     data = as_array(buf)
     positions, magics, outcome, stop = K.hop_entries(data, 0, data.shape[0])
+    return entry_table(data, positions, magics, int(stop), int(outcome))
+
+
+def entry_table(
+    data: np.ndarray, positions: np.ndarray, magics: np.ndarray, stop: int, outcome: int
+) -> EntryTable:
+    """The header facts of the entries a hop of ``data`` found (``kernels.hop_entries``'
+    answer, or a walk's window: :class:`EntryWindow`)."""
     sizes = np.empty(positions.shape[0], np.int64)
     last = np.empty(positions.shape[0], np.int64)
     max_ts = np.full(positions.shape[0], -1, np.int64)
@@ -205,7 +213,7 @@ def scan_entries(buf: bytes | bytearray | memoryview | np.ndarray) -> EntryTable
         last[i] = int.from_bytes(data[p : p + 8].tobytes(), "big", signed=True)
         if magics[i] == 1:
             max_ts[i] = int.from_bytes(data[p + 18 : p + 26].tobytes(), "big", signed=True)
-    return EntryTable(positions, sizes, magics, last, max_ts, int(stop), int(outcome))
+    return EntryTable(positions, sizes, magics, last, max_ts, stop, outcome)
 
 
 def require_complete(table: EntryTable, length: int, path: str | None = None) -> None:
