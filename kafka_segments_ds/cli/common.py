@@ -325,20 +325,19 @@ def valid_flags(column: pa.Array) -> np.ndarray:
     bitmap = column.buffers()[0]
     if bitmap is None:  # the null type: no bitmap, every row null
         return np.zeros(n, np.bool_)
-    bits = np.unpackbits(
-        np.frombuffer(bitmap, np.uint8), count=column.offset + n, bitorder="little"
-    )
-    return bits[column.offset :].astype(np.bool_)
+    return _bits(bitmap, column.offset, n)
 
 
 def bool_values(column: pa.Array) -> np.ndarray:
     """The values of a boolean column as a numpy bool array, from its data bitmap (a null
     row's value is whatever the bitmap holds there)."""
-    n = len(column)
-    bits = np.unpackbits(
-        np.frombuffer(column.buffers()[1], np.uint8), count=column.offset + n, bitorder="little"
-    )
-    return bits[column.offset :].astype(np.bool_)
+    return _bits(column.buffers()[1], column.offset, len(column))
+
+
+def _bits(bitmap: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    """Bits ``[offset, offset + n)`` of an Arrow bitmap (least significant bit first)."""
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), count=offset + n, bitorder="little")
+    return bits[offset:].astype(np.bool_)
 
 
 def int_array(values: list[int | None], arrow_type: pa.DataType) -> pa.Array:

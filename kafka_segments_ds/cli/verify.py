@@ -155,7 +155,7 @@ def scan_log(
             )
         return data
 
-    parts: list[tuple[int, EntryTable]] = []
+    parts: list[EntryTable] = []  # positions made file positions
     aborts: list[int] = []
     try:
         end, outcome = 0, K.FRAMING_END
@@ -163,8 +163,8 @@ def scan_log(
             table = entry_table(
                 walked.window, walked.positions, walked.magics, walked.stop, walked.outcome
             )
-            parts.append((walked.base, table))
             aborts += _abort_markers(walked.window, walked.base, table, segment)
+            parts.append(replace(table, positions=table.positions + walked.base))
             end, outcome = walked.end, walked.outcome
         zero_tail = all(
             not read(at, min(window_bytes, size - at)).any()
@@ -177,16 +177,15 @@ def scan_log(
     return LogScan(size, _joined(parts, end, outcome), aborts, zero_tail)
 
 
-def _joined(parts: list[tuple[int, EntryTable]], end: int, outcome: int) -> EntryTable:
-    """One table of the windows' tables (positions made file positions)."""
+def _joined(parts: list[EntryTable], end: int, outcome: int) -> EntryTable:
+    """One table of the windows' tables."""
 
     def cat(name: str, dtype: type) -> np.ndarray:
-        arrays = [getattr(table, name) for _, table in parts]
+        arrays = [getattr(table, name) for table in parts]
         return np.concatenate(arrays) if arrays else np.empty(0, dtype)
 
-    positions = [table.positions + base for base, table in parts]
     return EntryTable(
-        np.concatenate(positions) if positions else np.empty(0, np.int64),
+        cat("positions", np.int64),
         cat("sizes", np.int64),
         cat("magics", np.int8),
         cat("last_offsets", np.int64),
