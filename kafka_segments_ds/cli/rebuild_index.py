@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 
+import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import index as kidx
@@ -31,10 +32,11 @@ from kafka_segments_ds.cli.common import (
     worst_status,
     write_lines,
 )
+from kafka_segments_ds.cli.log_scan import WINDOW_BYTES, LogScan, scan_log
 from kafka_segments_ds.errors import InvalidOptionError, KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, SegmentRef
-from kafka_segments_ds.records.batches import EntryTable, as_array, has_valid_checksum, scan_entries
+from kafka_segments_ds.records.batches import EntryTable
 
 NAME = "rebuild-index"
 SUMMARY = "rebuild .index/.timeindex from the .log"
@@ -92,19 +94,18 @@ def _umask() -> int:
     return current
 
 
-def valid_prefix(log: bytes) -> tuple[EntryTable, int, str | None]:
+def valid_prefix(scan: LogScan) -> tuple[EntryTable, int, str | None]:
     """The entries a broker's recovery keeps, the byte length they cover, and why the rest
-    (if any) is not kept: framing stops, or the first entry whose CRC does not match."""
-    table = scan_entries(log)
-    data = as_array(log)
-    entries = zip(table.positions.tolist(), table.sizes.tolist(), strict=True)
-    for i, (pos, size) in enumerate(entries):
-        if not has_valid_checksum(data[pos : pos + size]):
-            kept = _first(table, i)
-            return kept, pos, f"the entry at byte position {pos} fails its CRC"
-    if table.valid_bytes == len(log):
-        return table, len(log), None
-    if not any(log[table.valid_bytes :]):
+    (if any) is not kept: framing stops, or the first entry whose CRC does not match (``scan``
+    walked with checksums)."""
+    table = scan.table
+    if scan.bad_checksums:
+        position = scan.bad_checksums[0]
+        kept = _first(table, int(np.searchsorted(table.positions, position)))
+        return kept, position, f"the entry at byte position {position} fails its CRC"
+    if table.valid_bytes == scan.size:
+        return table, scan.size, None
+    if scan.zero_tail:
         return table, table.valid_bytes, "zero-filled tail"
     return table, table.valid_bytes, f"no whole entry at byte position {table.valid_bytes}"
 
@@ -130,12 +131,12 @@ def rebuild_segment(
     is_last: bool = True,
 ) -> tuple[list[str], int]:
     """Rebuild one segment's ``.index`` and ``.timeindex``; one line per file, exit status."""
-    log = read_bytes(filesystem, segment.path)
     shown_log = display_path(filesystem, segment.path)
-    table, end, why = valid_prefix(log)
+    scan = scan_log(filesystem, segment, shown_log, WINDOW_BYTES, checksums=True)
+    table, end, why = valid_prefix(scan)
     lines: list[str] = []
     if why is not None and why != "zero-filled tail":
-        cut = len(log) - end
+        cut = scan.size - end
         if not truncate:
             return [
                 f"ERROR {shown_log}: {cut} bytes from byte position {end} are not valid "
@@ -149,7 +150,7 @@ def rebuild_segment(
                 "truncate here and delete every later segment; not done"
             ], EXIT_DAMAGED
         verb = "would truncate" if dry_run else "truncated"
-        lines.append(f"{verb} {shown_log}: {len(log)} -> {end} bytes ({why})")
+        lines.append(f"{verb} {shown_log}: {scan.size} -> {end} bytes ({why})")
         if not dry_run:
             os.truncate(segment.path, end)
         lines += _truncate_txn_index(filesystem, segment, table, dry_run)

@@ -24,11 +24,11 @@ from kafka_segments_ds.cli.common import (
     EXIT_OK,
     iso,
     progress,
-    read_bytes,
     reader_warnings,
     selected_partitions,
     write_lines,
 )
+from kafka_segments_ds.cli.log_scan import WINDOW_BYTES, scan_log
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
@@ -36,7 +36,6 @@ from kafka_segments_ds.options import parse_read_options
 from kafka_segments_ds.planning import segment_tasks
 from kafka_segments_ds.reader import read_tasks
 from kafka_segments_ds.reader.damage import DamageKind, collect_damage
-from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.transactions import OPEN_TRANSACTION_END, collect_aborted
 
 NAME = "stats"
@@ -81,14 +80,8 @@ def failed_checksums(filesystem: pafs.FileSystem, segment: SegmentRef) -> list[i
     """Byte positions of the well-framed entries of a damaged segment whose checksum fails,
     from its start to where the framing breaks. Each is one damaged entry, though the reader,
     finding no valid entry after the first of them, skips them as bytes that frame no entry."""
-    log = read_bytes(filesystem, segment.path)
-    table = scan_entries(log)
-    data = as_array(log)
-    return [
-        position
-        for position, size in zip(table.positions.tolist(), table.sizes.tolist(), strict=True)
-        if not has_valid_checksum(data[position : position + size])
-    ]
+    shown = display_path(filesystem, segment.path)
+    return scan_log(filesystem, segment, shown, WINDOW_BYTES, checksums=True).bad_checksums
 
 
 def _counts(

@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -41,21 +41,18 @@ from kafka_segments_ds.cli.common import (
     reader_warnings,
     selected_partitions,
     sibling,
-    storage_error,
     worst_status,
     write_lines,
 )
-from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
+from kafka_segments_ds.cli.log_scan import LogScan, scan_log
+from kafka_segments_ds.errors import KafkaSegmentsError
 from kafka_segments_ds.fs import display_path
 from kafka_segments_ds.layout import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SegmentRef
 from kafka_segments_ds.options import ReadOptions, parse_read_options
 from kafka_segments_ds.reader import read_task
-from kafka_segments_ds.reader.source import SegmentSource
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import EntryTable, entry_table, walk_entries
-from kafka_segments_ds.records.v2 import CONTROL_ABORT
+from kafka_segments_ds.records.batches import EntryTable
 from kafka_segments_ds.scan_task import ScanTask, segment_bounds
-from kafka_segments_ds.transactions import control_marker
 
 NAME = "verify"
 SUMMARY = "check logs and indexes"
@@ -68,7 +65,6 @@ Finding = tuple[str, str, str]  # (label, file, details)
 STATUS = {"OK": EXIT_OK, "NOTE": EXIT_OK, "INDEX": EXIT_INDEX, "ERROR": EXIT_DAMAGED}
 STATUS["UNREADABLE"] = EXIT_UNUSABLE
 TRUNCATED = "truncated tail"
-REMOTE_WINDOW_BYTES = 64 << 20  # scan_log's window on an object store
 
 
 def add_arguments(verify: argparse.ArgumentParser) -> None:
@@ -123,78 +119,6 @@ def verify_segment(
     return report
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LogScan:
-    """What one walk over a ``.log`` tells the checks (no record decoded, no CRC checked)."""
-
-    size: int  # the .log's size as listed
-    table: EntryTable  # its whole entries, as scan_entries over the whole file gives them
-    aborts: list[int]  # last offsets of the ABORT markers among them
-    zero_tail: bool  # the bytes past the whole entries (if any) are all zero
-
-
-def scan_log(
-    filesystem: pafs.FileSystem, segment: SegmentRef, shown: str, window_bytes: int
-) -> LogScan:
-    """Walk ``segment``'s ``.log`` window by window through one reused buffer: a whole-file
-    read would fault in fresh memory as large as the file, twice the time of the walk.
-
-    Raises :class:`StorageError` when the file cannot be read, or is shorter than listed."""
-    size = segment.size
-    source = SegmentSource(filesystem, segment.path, size, shown)
-    if not source.is_local:  # a request each window: fewer, larger ones
-        window_bytes = max(window_bytes, REMOTE_WINDOW_BYTES)
-
-    def read(position: int, length: int) -> np.ndarray:
-        data = source.fill(position, length)
-        if data.shape[0] < min(length, size - position):
-            raise StorageError(
-                f"short read: the file has shrunk below its listed {size} bytes",
-                shown,
-                position + data.shape[0],
-            )
-        return data
-
-    parts: list[EntryTable] = []  # positions made file positions
-    aborts: list[int] = []
-    try:
-        end, outcome = 0, K.FRAMING_END
-        for walked in walk_entries(read, 0, size, window_bytes):
-            table = entry_table(
-                walked.window, walked.positions, walked.magics, walked.stop, walked.outcome
-            )
-            aborts += _abort_markers(walked.window, walked.base, table, segment)
-            parts.append(replace(table, positions=table.positions + walked.base))
-            end, outcome = walked.end, walked.outcome
-        zero_tail = all(
-            not read(at, min(window_bytes, size - at)).any()
-            for at in range(end, size, window_bytes)
-        )
-    except OSError as err:
-        raise storage_error(err, shown) from err
-    finally:
-        source.close()
-    return LogScan(size, _joined(parts, end, outcome), aborts, zero_tail)
-
-
-def _joined(parts: list[EntryTable], end: int, outcome: int) -> EntryTable:
-    """One table of the windows' tables."""
-
-    def cat(name: str, dtype: type) -> np.ndarray:
-        arrays = [getattr(table, name) for table in parts]
-        return np.concatenate(arrays) if arrays else np.empty(0, dtype)
-
-    return EntryTable(
-        cat("positions", np.int64),
-        cat("sizes", np.int64),
-        cat("magics", np.int8),
-        cat("last_offsets", np.int64),
-        cat("max_timestamps", np.int64),
-        end,
-        outcome,
-    )
-
-
 def _unlisted_aborts(data: bytes, aborts: list[int]) -> tuple[str, str] | None:
     """An INDEX finding for a ``.txnindex`` (its bytes ``data``, parsed whole) that does not
     list every ABORT marker of its segment (an empty or cut-short copy); None when it does."""
@@ -207,28 +131,6 @@ def _unlisted_aborts(data: bytes, aborts: list[int]) -> tuple[str, str] | None:
         f"lists {len(aborts) - len(unlisted)} of the segment's {len(aborts)} ABORT markers "
         f"(first unlisted at offset {unlisted[0]}); read_committed reads use the markers",
     )
-
-
-def _abort_markers(
-    window: np.ndarray, base: int, table: EntryTable, segment: SegmentRef
-) -> list[int]:
-    """Offsets of the ABORT markers among the whole entries of ``window`` (at file position
-    ``base``; a damaged control batch is left to the .log finding)."""
-    v2 = np.flatnonzero(table.magics == 2)
-    attributes_at = 22  # the low byte of the int16: offset 8, length 4, epoch 4, magic 1, crc 4
-    control = v2[(window[table.positions[v2] + attributes_at] & 0x20) != 0]
-    found = []
-    for i in control.tolist():
-        position, size = int(table.positions[i]), int(table.sizes[i])
-        try:
-            marker = control_marker(
-                window[position : position + size].tobytes(), segment, base + position
-            )
-        except KafkaSegmentsError:
-            continue
-        if marker is not None and marker.type == CONTROL_ABORT:
-            found.append(int(table.last_offsets[i]))
-    return found
 
 
 def read_segment(

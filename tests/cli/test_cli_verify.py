@@ -23,7 +23,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.cli import main
-from kafka_segments_ds.cli.verify import scan_log
+from kafka_segments_ds.cli.log_scan import scan_log
 from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.records.batches import scan_entries

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 
 from kafka_segments_ds import index as kidx
 from kafka_segments_ds.errors import CorruptSegmentError
+from kafka_segments_ds.records.batches import EntryTable
 from kafka_segments_ds.records.builder import (
     RecordSpec,
     encode_batch,
@@ -91,8 +94,17 @@ def test_rebuild_refuses_a_log_it_cannot_frame() -> None:
         kidx.rebuild_indexes(data[:-5], BASE)
 
 
-def test_valid_prefix_stops_where_a_brokers_recovery_truncates() -> None:
-    from kafka_segments_ds.cli.rebuild_index import valid_prefix
+def test_valid_prefix_stops_where_a_brokers_recovery_truncates(tmp_path: Path) -> None:
+    from kafka_segments_ds.cli.log_scan import scan_log
+    from kafka_segments_ds.cli.rebuild_index import valid_prefix as of_scan
+    from kafka_segments_ds.layout import SegmentRef
+
+    def valid_prefix(log: bytes) -> tuple[EntryTable, int, str | None]:
+        """The command's answer for ``log``, walked in windows smaller than most entries."""
+        path = tmp_path / f"{len(log):020d}.log"
+        path.write_bytes(log)
+        segment = SegmentRef(str(path), BASE, len(log), None, None, None)
+        return of_scan(scan_log(pafs.LocalFileSystem(), segment, str(path), 97, checksums=True))
 
     data, facts = _log()
     table, end, why = valid_prefix(data)
