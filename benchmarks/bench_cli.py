@@ -156,7 +156,7 @@ def time_once(command: list[str]) -> float:
 
 
 def run_once(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one run of ``command``."""
+    """Wall seconds and peak RSS (MiB) of one run of ``command``."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
@@ -164,7 +164,7 @@ def run_once(command: list[str]) -> tuple[float, float]:
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise subprocess.CalledProcessError(child.returncode, command)
-    return took, usage.ru_maxrss / 1024  # KiB on Linux
+    return took, usage.ru_maxrss / 1024  # KiB on Linux: MiB
 
 
 def main() -> None:
@@ -203,7 +203,7 @@ def main() -> None:
         rate = size / 1e6 / best[name]
         print(
             f"{name:<22} {best[name]:>7.2f}s {statistics.median(t):>7.2f}s {rate:>8.1f} "
-            f"{peak[name]:>6.0f} MB"
+            f"{peak[name]:>5.0f} MiB"
         )
     dump_ratio = best["dump (kafka-python)"] / best["dump (ours)"]
     print(f"\ndump throughput vs kafka-python dumper: {dump_ratio:.1f}x (target >= 5)")

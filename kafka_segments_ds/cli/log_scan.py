@@ -36,7 +36,8 @@ class LogScan:
     table: EntryTable  # its whole entries, as scan_entries over the whole file gives them
     aborts: list[int]  # last offsets of the ABORT markers among them
     zero_tail: bool  # the bytes past the whole entries (if any) are all zero
-    bad_checksums: list[int]  # positions of the whole entries whose CRC fails (if asked)
+    bad_checksums: list[int] | None  # positions of the whole entries whose CRC fails; None:
+    # not checked (scan_log without checksums)
 
 
 def scan_log(
@@ -45,9 +46,11 @@ def scan_log(
     shown: str,
     window_bytes: int,
     checksums: bool = False,
+    markers: bool = True,
 ) -> LogScan:
     """Walk ``segment``'s ``.log`` window by window through one reused buffer; with
-    ``checksums``, also check each whole entry's CRC (``LogScan.bad_checksums``).
+    ``checksums``, also check each whole entry's CRC (``LogScan.bad_checksums``); without
+    ``markers``, leave the ABORT markers unread (``LogScan.aborts`` empty).
 
     Raises :class:`StorageError` when the file cannot be read, or is shorter than listed."""
     size = segment.size
@@ -74,7 +77,8 @@ def scan_log(
             table = entry_table(
                 walked.window, walked.positions, walked.magics, walked.stop, walked.outcome
             )
-            aborts += _abort_markers(walked.window, walked.base, table, segment)
+            if markers:
+                aborts += _abort_markers(walked.window, walked.base, table, segment)
             if checksums:
                 bad += _failed_checksums(walked.window, walked.base, table)
             parts.append(replace(table, positions=table.positions + walked.base))
@@ -87,7 +91,8 @@ def scan_log(
         raise storage_error(err, shown) from err
     finally:
         source.close()
-    return LogScan(size, _joined(parts, end, outcome), aborts, zero_tail, bad)
+    table = _joined(parts, end, outcome)
+    return LogScan(size, table, aborts, zero_tail, bad if checksums else None)
 
 
 def _joined(parts: list[EntryTable], end: int, outcome: int) -> EntryTable:

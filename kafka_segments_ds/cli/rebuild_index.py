@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import replace
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -98,6 +99,8 @@ def valid_prefix(scan: LogScan) -> tuple[EntryTable, int, str | None]:
     """The entries a broker's recovery keeps, the byte length they cover, and why the rest
     (if any) is not kept: framing stops, or the first entry whose CRC does not match (``scan``
     walked with checksums)."""
+    if scan.bad_checksums is None:
+        raise ValueError("valid_prefix needs a scan_log(..., checksums=True)")
     table = scan.table
     if scan.bad_checksums:
         position = scan.bad_checksums[0]
@@ -132,7 +135,9 @@ def rebuild_segment(
 ) -> tuple[list[str], int]:
     """Rebuild one segment's ``.index`` and ``.timeindex``; one line per file, exit status."""
     shown_log = display_path(filesystem, segment.path)
-    scan = scan_log(filesystem, segment, shown_log, WINDOW_BYTES, checksums=True)
+    # the size now, not as listed: what recovery would keep of the file as it is (local only)
+    segment = replace(segment, size=os.stat(segment.path).st_size)
+    scan = scan_log(filesystem, segment, shown_log, WINDOW_BYTES, checksums=True, markers=False)
     table, end, why = valid_prefix(scan)
     lines: list[str] = []
     if why is not None and why != "zero-filled tail":

@@ -81,7 +81,8 @@ def failed_checksums(filesystem: pafs.FileSystem, segment: SegmentRef) -> list[i
     from its start to where the framing breaks. Each is one damaged entry, though the reader,
     finding no valid entry after the first of them, skips them as bytes that frame no entry."""
     shown = display_path(filesystem, segment.path)
-    return scan_log(filesystem, segment, shown, WINDOW_BYTES, checksums=True).bad_checksums
+    scan = scan_log(filesystem, segment, shown, WINDOW_BYTES, checksums=True, markers=False)
+    return scan.bad_checksums or []
 
 
 def _counts(

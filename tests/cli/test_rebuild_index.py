@@ -123,3 +123,27 @@ def test_valid_prefix_stops_where_a_brokers_recovery_truncates(tmp_path: Path) -
     assert why == f"no whole entry at byte position {facts[11][0]}"
     table, end, why = valid_prefix(data + bytes(100))
     assert (len(table.positions), end, why) == (12, len(data), "zero-filled tail")
+
+
+def test_rebuild_reads_the_log_as_it_is_now_not_as_listed(tmp_path: Path) -> None:
+    """A .log that grew after the partition was listed (an entry straddling the listed size) is
+    judged as it is now: nothing to cut, every entry indexed."""
+    from kafka_segments_ds.cli.common import EXIT_OK
+    from kafka_segments_ds.cli.rebuild_index import rebuild_segment
+    from kafka_segments_ds.layout import SegmentRef
+
+    data, facts = _log()
+    path = tmp_path / f"{BASE:020d}.log"
+    path.write_bytes(data)
+    listed = facts[5][0] + 20  # inside entry 5
+    segment = SegmentRef(str(path), BASE, listed, None, None, None)
+    lines, status = rebuild_segment(pafs.LocalFileSystem(), segment, 0, True, True)
+    offset_index, time_index = _expected(facts, 0)  # every entry's, as the whole file has them
+    name = tmp_path / f"{BASE:020d}"
+    assert status == EXIT_OK
+    assert lines == [
+        f"would write {name}.index: missing -> {len(offset_index) // 8} entries",
+        f"would write {name}.timeindex: missing -> {len(time_index) // 12} entries",
+    ]
+    assert len(offset_index) // 8 == len(facts) - 1
+    assert path.read_bytes() == data
