@@ -26,7 +26,7 @@ from kafka_segments_ds.cli import main
 from kafka_segments_ds.cli.log_scan import scan_log
 from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
 from kafka_segments_ds.layout import SegmentRef
-from kafka_segments_ds.records.batches import scan_entries
+from kafka_segments_ds.records.batches import as_array, has_valid_checksum, scan_entries
 from kafka_segments_ds.records.v2 import CONTROL_ABORT
 from kafka_segments_ds.transactions import control_marker
 from tests.support.transactions import write_interleaved
@@ -425,7 +425,7 @@ def test_windowed_log_scan_matches_a_whole_file_scan(
     rng = random.Random(20261126)
     logs = sorted(part.glob("*.log"))
     assert sum(1 for log in logs if scan_entries(log.read_bytes()).positions.size) > 3
-    checked = 0
+    checked = bad_seen = 0
     intact_aborts: set[int] = set()
     for trial in range(240):
         data = bytearray(logs[trial % len(logs)].read_bytes())
@@ -454,10 +454,19 @@ def test_windowed_log_scan_matches_a_whole_file_scan(
             assert getattr(scan.table, name).tolist() == getattr(whole, name).tolist(), name
         assert (scan.table.valid_bytes, scan.table.outcome) == (whole.valid_bytes, whole.outcome)
         assert (scan.aborts, scan.zero_tail) == _whole_file_facts(bytes(data), segment)
+        # rebuild-index's and stats' walk: each whole entry's CRC checked in its window
+        assert scan.bad_checksums is None
+        crc_scan = scan_log(pafs.LocalFileSystem(), segment, str(path), window, checksums=True)
+        assert crc_scan.table.positions.tolist() == whole.positions.tolist()
+        entries = zip(whole.positions.tolist(), whole.sizes.tolist(), strict=True)
+        failing = [p for p, n in entries if not has_valid_checksum(as_array(data)[p : p + n])]
+        assert crc_scan.bad_checksums == failing
+        bad_seen += bool(failing)
         checked += 1
         if damage == 0:
             intact_aborts.update(scan.aborts)
     assert checked == 240
+    assert bad_seen > 20  # damage that leaves entries framed but failing their CRC
     assert intact_aborts == {marker for _, _, marker in aborted}  # every ABORT marker, found
 
 
