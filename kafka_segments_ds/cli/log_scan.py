@@ -32,12 +32,11 @@ REMOTE_WINDOW_BYTES = 64 << 20  # the window on an object store: a request each
 class LogScan:
     """What one walk over a ``.log`` tells (no record decoded)."""
 
-    size: int  # the .log's size as listed
+    size: int  # the .log's size the walk was given (the segment's, as listed or stat'ed)
     table: EntryTable  # its whole entries, as scan_entries over the whole file gives them
-    aborts: list[int]  # last offsets of the ABORT markers among them
+    aborts: list[int]  # last offsets of the ABORT markers among them (empty without markers)
     zero_tail: bool  # the bytes past the whole entries (if any) are all zero
-    bad_checksums: list[int] | None  # positions of the whole entries whose CRC fails; None:
-    # not checked (scan_log without checksums)
+    bad_checksums: list[int] | None  # positions of the entries failing their CRC; None: unchecked
 
 
 def scan_log(
