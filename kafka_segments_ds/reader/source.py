@@ -2,8 +2,8 @@
 
 ``SegmentSource.scan_window`` hands out windows from two reused buffers: one is being decoded
 while the next is read ahead into the other on a helper thread, which also frames it (the
-entry walk), checksums it and, for plain uncompressed batches, runs the record kernel (all of
-which release the GIL).
+entry walk), checksums it and, for a window of undamaged batches some of which are compressed,
+decompresses them and runs the record kernel (all of which release the GIL).
 """
 
 from __future__ import annotations

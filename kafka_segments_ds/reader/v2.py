@@ -45,7 +45,7 @@ Decoded = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Predecoded:
-    """Record-kernel output for a window of uncompressed magic-2 batches, computed ahead."""
+    """Record-kernel output for a window of magic-2 batches (some compressed), computed ahead."""
 
     positions: np.ndarray
     status: np.ndarray
@@ -423,11 +423,17 @@ def predecode(
     """Decompress a window and run the record kernel over it ahead of time (the reader's
     read-ahead thread: the codecs and the kernel release the GIL).
 
-    Only for the plain case: every entry a magic-2 batch with a plausible header and, given
-    ``checksums`` (the window's computed CRC-32C, when they are verified), a matching one;
-    compressed batches only given ``max_decompressed_bytes``, and all must decompress within
-    it. Anything else returns None and is decoded by :func:`decode_v2_run`, which also makes
-    every check and decides what to keep. ``pool`` holds reusable row arrays.
+    Only for the undamaged case: every entry a magic-2 batch with a plausible header and,
+    given ``checksums`` (the window's computed CRC-32C, when they are verified), a matching
+    one; and some batches compressed, given ``max_decompressed_bytes``, all decompressing
+    within it. Anything else returns None and is decoded by :func:`decode_v2_run`, which also
+    makes every check and decides what to keep. ``pool`` holds reusable row arrays.
+
+    A window with no compressed batch is left to the main thread: reading, framing and
+    checksumming it already take the helper thread as long as the record kernel and the
+    column gathers take the main thread, and adding the kernel to the helper's side made the
+    main thread wait (a default-threads read of 1M plain records: 0.047 s with the kernel on
+    the main thread, 0.067 s with it here; ``benchmarks/bench_decode.py``).
     """
     n = positions.shape[0]
     if n == 0 or not (magics == 2).all():
@@ -436,6 +442,8 @@ def predecode(
     counts = h[:, K.H_COUNT]
     lengths = h[:, K.H_LENGTH] + 12
     codecs = h[:, K.H_ATTRIBUTES] & 0x07
+    if max_decompressed_bytes is None or not codecs.any():
+        return None
     if (
         (counts < 0).any()
         or (h[:, K.H_LOD] < 0).any()
@@ -452,8 +460,6 @@ def predecode(
     arena = b""
     compressed = np.flatnonzero(codecs)
     if compressed.shape[0]:
-        if max_decompressed_bytes is None:
-            return None
         mv = window.data
         blobs = []
         address = window.shape[0]

@@ -1,5 +1,6 @@
 """The read-ahead window: a read-ahead the helper thread has not started when its window is
-asked for is called off and the window read in the foreground, with the same result."""
+asked for is called off and the window read in the foreground, with the same result; and the
+helper decodes ahead only the windows that hold compressed batches."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds.reader import source as S
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.compression import CompressionType
 
 
 def _segment(make_partition) -> Path:
@@ -92,3 +94,34 @@ def test_a_closed_sources_window_buffer_serves_the_next_source(make_partition, m
     huge._buffers[1] = bytearray(S.SPARE_BUFFER_MAX_BYTES + 1)
     huge.close()
     assert [len(b) for b in S._SPARE_BUFFERS] == [len(data)]  # one over the bound is let go
+
+
+def _decoded_ahead(make_partition, name: str, compression: int) -> S.ScannedWindow:
+    part = make_partition(name)
+    for i in range(3):
+        part.batch([1000 + i] * 5, compression=compression)
+    log = sorted(part.close().glob("*.log"))[0]
+    src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
+    src.predecode = True
+    src.max_decompressed = 1 << 20
+    try:
+        return src._scan(0, 0, src.size, checksums=True)
+    finally:
+        src.close()
+
+
+def test_the_helper_decodes_ahead_only_windows_with_compressed_batches(make_partition):
+    # a plain window's framing and checksums keep the helper as busy as the record kernel and
+    # the gathers keep the main thread: the kernel stays on the main thread
+    plain = _decoded_ahead(make_partition, "plain-0", CompressionType.NONE)
+    assert plain.checksums is not None and plain.checksums[0].tolist() == plain.positions.tolist()
+    assert plain.predecoded is None
+    packed = _decoded_ahead(make_partition, "lz4-0", CompressionType.LZ4)
+    ahead = packed.predecoded
+    assert ahead is not None and ahead.status.tolist() == [0, 0, 0]
+    assert ahead.rows["offset"].tolist() == list(range(15))
+    shift = packed.window.shape[0]  # the decompressed records are addressed past the window
+    spans = zip(ahead.rows["vpos"].tolist(), ahead.rows["vlen"].tolist(), strict=True)
+    assert [ahead.arena[p - shift : p - shift + n] for p, n in spans] == [
+        b"v%d" % o for o in range(15)
+    ]
