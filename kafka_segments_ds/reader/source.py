@@ -2,8 +2,9 @@
 
 ``SegmentSource.scan_window`` hands out windows from two reused buffers: one is being decoded
 while the next is read ahead into the other on a helper thread, which also frames it (the
-entry walk), checksums it and, for a window of undamaged batches some of which are compressed,
-decompresses them and runs the record kernel (all of which release the GIL).
+entry walk), checksums it and, for a window of magic-2 batches, some compressed, whose headers
+(and checksums, when verified) are sound, decompresses those and runs the record kernel over all
+of them (all of which release the GIL).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class ScannedWindow:
     outcome: int
     stop: int
     checksums: tuple[np.ndarray, np.ndarray] | None  # (v2 batch positions, computed CRC-32C)
-    predecoded: Predecoded | None = None  # record-kernel output (plain windows, read ahead)
+    predecoded: Predecoded | None = None  # record-kernel output (compressed windows, read ahead)
 
 
 def frame_window(
@@ -70,7 +71,8 @@ def frame_window(
     max_decompressed: int | None = None,
 ) -> ScannedWindow:
     """Frame ``window``; on the read-ahead thread also checksum it and, given a row ``pool``,
-    run the record kernel over it (both release the GIL while the main thread works)."""
+    decompress and decode it if it holds compressed batches (see ``v2.predecode``; all of
+    which release the GIL while the main thread works)."""
     positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
     sums = None
     if checksums:
@@ -115,7 +117,7 @@ class SegmentSource:
         self._opened = False  # opened on first use: the read-ahead thread may do it
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
         self._buffers = [bytearray(0), bytearray(0)]
-        # row arrays for windows decoded ahead, one set per buffer (see window.predecode)
+        # row arrays for windows decoded ahead, one set per buffer (see v2.predecode)
         self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
         self.predecode = False
         self.max_decompressed: int | None = None  # given: decompress ahead within this bound

@@ -432,8 +432,8 @@ def predecode(
     A window with no compressed batch is left to the main thread: reading, framing and
     checksumming it already take the helper thread as long as the record kernel and the
     column gathers take the main thread, and adding the kernel to the helper's side made the
-    main thread wait (a default-threads read of 1M plain records: 0.047 s with the kernel on
-    the main thread, 0.067 s with it here; ``benchmarks/bench_decode.py``).
+    main thread wait (a default-threads read of 1M plain records, ``benchmarks/bench_decode.py``'s
+    log, on a 2-core machine: 0.047 s with the kernel on the main thread, 0.067 s with it here).
     """
     n = positions.shape[0]
     if n == 0 or not (magics == 2).all():
@@ -457,31 +457,29 @@ def predecode(
             return None
     start = positions + V2_OVERHEAD
     end = positions + lengths
-    arena = b""
-    compressed = np.flatnonzero(codecs)
-    if compressed.shape[0]:
-        mv = window.data
-        blobs = []
-        address = window.shape[0]
-        for i, codec, begin, stop, count in zip(
-            compressed.tolist(),
-            codecs[compressed].tolist(),
-            start[compressed].tolist(),
-            end[compressed].tolist(),
-            counts[compressed].tolist(),
-            strict=True,
-        ):
-            try:
-                data = decompress(codec, mv[begin:stop], magic=2, max_bytes=max_decompressed_bytes)
-            except KafkaSegmentsError:
-                return None  # decoded (and reported) in the foreground
-            if count > len(data) // 7:
-                return None
-            blobs.append(data)
-            start[i] = address
-            address += len(data)
-            end[i] = address
-        arena = blobs[0] if len(blobs) == 1 else b"".join(blobs)
+    compressed = np.flatnonzero(codecs)  # not empty: a window without any is left above
+    mv = window.data
+    blobs = []
+    address = window.shape[0]
+    for i, codec, begin, stop, count in zip(
+        compressed.tolist(),
+        codecs[compressed].tolist(),
+        start[compressed].tolist(),
+        end[compressed].tolist(),
+        counts[compressed].tolist(),
+        strict=True,
+    ):
+        try:
+            data = decompress(codec, mv[begin:stop], magic=2, max_bytes=max_decompressed_bytes)
+        except KafkaSegmentsError:
+            return None  # decoded (and reported) in the foreground
+        if count > len(data) // 7:
+            return None
+        blobs.append(data)
+        start[i] = address
+        address += len(data)
+        end[i] = address
+    arena = blobs[0] if len(blobs) == 1 else b"".join(blobs)
     row0 = np.zeros(n, np.int64)
     np.cumsum(counts[:-1], out=row0[1:])
     total = int(row0[-1] + counts[-1])

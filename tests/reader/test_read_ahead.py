@@ -96,32 +96,57 @@ def test_a_closed_sources_window_buffer_serves_the_next_source(make_partition, m
     assert [len(b) for b in S._SPARE_BUFFERS] == [len(data)]  # one over the bound is let go
 
 
-def _decoded_ahead(make_partition, name: str, compression: int) -> S.ScannedWindow:
+def _decoded_ahead(
+    make_partition, name: str, codecs: list[int], max_decompressed: int | None = 1 << 20
+) -> S.ScannedWindow:
+    """The read-ahead's scan of a one-window segment of five-record batches, one per codec."""
     part = make_partition(name)
-    for i in range(3):
-        part.batch([1000 + i] * 5, compression=compression)
+    for i, codec in enumerate(codecs):
+        part.batch([1000 + i] * 5, compression=codec)
     log = sorted(part.close().glob("*.log"))[0]
     src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
     src.predecode = True
-    src.max_decompressed = 1 << 20
+    src.max_decompressed = max_decompressed
     try:
         return src._scan(0, 0, src.size, checksums=True)
     finally:
         src.close()
 
 
+def _values(scanned: S.ScannedWindow) -> list[bytes]:
+    """Each decoded-ahead row's value, from the window or, past its end, the arena."""
+    ahead = scanned.predecoded
+    assert ahead is not None
+    window, shift = scanned.window.tobytes(), scanned.window.shape[0]
+    spans = zip(ahead.rows["vpos"].tolist(), ahead.rows["vlen"].tolist(), strict=True)
+    return [
+        window[p : p + n] if p < shift else ahead.arena[p - shift : p - shift + n] for p, n in spans
+    ]
+
+
 def test_the_helper_decodes_ahead_only_windows_with_compressed_batches(make_partition):
     # a plain window's framing and checksums keep the helper as busy as the record kernel and
     # the gathers keep the main thread: the kernel stays on the main thread
-    plain = _decoded_ahead(make_partition, "plain-0", CompressionType.NONE)
-    assert plain.checksums is not None and plain.checksums[0].tolist() == plain.positions.tolist()
+    none, lz4 = CompressionType.NONE, CompressionType.LZ4
+    plain = _decoded_ahead(make_partition, "plain-0", [none] * 3)
     assert plain.predecoded is None
-    packed = _decoded_ahead(make_partition, "lz4-0", CompressionType.LZ4)
-    ahead = packed.predecoded
+    assert plain.checksums is not None and plain.checksums[0].tolist() == plain.positions.tolist()
+    stored = K.parse_v2_headers(plain.window, plain.positions)[:, K.H_CRC]
+    assert plain.checksums[1].tolist() == stored.tolist()
+
+    packed = _decoded_ahead(make_partition, "lz4-0", [lz4] * 3)
+    assert packed.predecoded is not None and packed.predecoded.status.tolist() == [0, 0, 0]
+    assert packed.predecoded.rows["offset"].tolist() == list(range(15))
+    assert packed.predecoded.rows["vpos"].min() >= packed.window.shape[0]  # all in the arena
+    assert _values(packed) == [b"v%d" % o for o in range(15)]
+
+    # one compressed batch among plain ones: the whole window is decoded ahead
+    mixed = _decoded_ahead(make_partition, "mixed-0", [none, lz4, none])
+    ahead = mixed.predecoded
     assert ahead is not None and ahead.status.tolist() == [0, 0, 0]
-    assert ahead.rows["offset"].tolist() == list(range(15))
-    shift = packed.window.shape[0]  # the decompressed records are addressed past the window
-    spans = zip(ahead.rows["vpos"].tolist(), ahead.rows["vlen"].tolist(), strict=True)
-    assert [ahead.arena[p - shift : p - shift + n] for p, n in spans] == [
-        b"v%d" % o for o in range(15)
-    ]
+    in_arena = (ahead.rows["vpos"] >= mixed.window.shape[0]).tolist()
+    assert in_arena == [False] * 5 + [True] * 5 + [False] * 5
+    assert _values(mixed) == [b"v%d" % o for o in range(15)]
+
+    # no bound on decompressed sizes given: nothing is decompressed ahead
+    assert _decoded_ahead(make_partition, "unbounded-0", [lz4] * 3, None).predecoded is None
