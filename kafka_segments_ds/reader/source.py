@@ -3,8 +3,7 @@
 ``SegmentSource.scan_window`` hands out windows from two reused buffers: one is being decoded
 while the next is read ahead into the other on a helper thread, which also frames it (the
 entry walk), checksums it and, for a window of magic-2 batches, some compressed, whose headers
-(and checksums, when verified) are sound, decompresses those and runs the record kernel over all
-of them (all of which release the GIL).
+(and checksums, when verified) are sound, decompresses those (all of which release the GIL).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import StorageError
-from kafka_segments_ds.reader.v2 import Predecoded, batch_checksums, predecode
+from kafka_segments_ds.reader.v2 import Decompressed, batch_checksums, decompress_ahead
 from kafka_segments_ds.records import kernels as K
 
 log = logging.getLogger(__name__)
@@ -61,18 +60,17 @@ class ScannedWindow:
     outcome: int
     stop: int
     checksums: tuple[np.ndarray, np.ndarray] | None  # (v2 batch positions, computed CRC-32C)
-    predecoded: Predecoded | None = None  # record-kernel output (compressed windows, read ahead)
+    decompressed: Decompressed | None = None  # its compressed batches, decompressed ahead
 
 
 def frame_window(
     window: np.ndarray,
     checksums: bool,
-    pool: dict[str, np.ndarray] | None = None,
     max_decompressed: int | None = None,
 ) -> ScannedWindow:
-    """Frame ``window``; on the read-ahead thread also checksum it and, given a row ``pool``,
-    decompress and decode it if it holds compressed batches (see ``v2.predecode``; all of
-    which release the GIL while the main thread works)."""
+    """Frame ``window``; on the read-ahead thread also checksum it and, given
+    ``max_decompressed``, decompress its compressed batches (see ``v2.decompress_ahead``; all
+    of which release the GIL while the main thread works)."""
     positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
     sums = None
     if checksums:
@@ -81,8 +79,8 @@ def frame_window(
             ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
             sums = (v2, batch_checksums(window, v2, ends))
     ahead = (
-        predecode(window, positions, magics, pool, sums if checksums else None, max_decompressed)
-        if pool is not None
+        decompress_ahead(window, positions, magics, sums, max_decompressed)
+        if max_decompressed is not None
         else None
     )
     return ScannedWindow(window, positions, magics, int(outcome), int(stop), sums, ahead)
@@ -117,9 +115,6 @@ class SegmentSource:
         self._opened = False  # opened on first use: the read-ahead thread may do it
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
         self._buffers = [bytearray(0), bytearray(0)]
-        # row arrays for windows decoded ahead, one set per buffer (see v2.predecode)
-        self._row_pools: list[dict[str, np.ndarray]] = [{}, {}]
-        self.predecode = False
         self.max_decompressed: int | None = None  # given: decompress ahead within this bound
         self._current = 0  # the buffer of the window handed out last
         self._pending: tuple[int, int, Future[ScannedWindow]] | None = None
@@ -214,10 +209,7 @@ class SegmentSource:
             self._pending = (position, length, future)
 
     def _scan(self, slot: int, position: int, length: int, checksums: bool) -> ScannedWindow:
-        pool = self._row_pools[slot] if self.predecode else None
-        return frame_window(
-            self._fill(slot, position, length), checksums, pool, self.max_decompressed
-        )
+        return frame_window(self._fill(slot, position, length), checksums, self.max_decompressed)
 
     def _settle(self) -> ScannedWindow | None:
         """Wait for a read-ahead in flight (its buffer must be quiet); return its window. One

@@ -57,8 +57,7 @@ def read_tasks(
 
     The read-ahead does not stop at a task's end: while the last window of one task is
     decoded, the next task's segment is opened and its first window read (and framed,
-    checksummed and, when it holds compressed batches, decompressed and decoded) on the
-    read-ahead thread.
+    checksummed and, when it holds compressed batches, decompressed) on the read-ahead thread.
     """
     ahead: _Opened | None = None  # the next task's source, opened ahead
     try:
@@ -149,8 +148,8 @@ def _open(task: ScanTask, options: ReadOptions, filesystem: pafs.FileSystem | No
         filesystem, _ = kfs.resolve(task.segment.path, options.storage_options())
     shown = kfs.display_path(filesystem, task.segment.path)
     source = SegmentSource(filesystem, task.segment.path, task.segment.size, shown)
-    source.predecode = options.deep
-    source.max_decompressed = options.max_decompressed_bytes
+    # a shallow read decompresses nothing
+    source.max_decompressed = options.max_decompressed_bytes if options.deep else None
     return _Opened(source, shown)
 
 
@@ -250,7 +249,7 @@ class _TaskReader:
             fault = None
             if positions.shape[0]:
                 batch, fault = self.decoder.decode(
-                    window, pos, positions, magics, scanned.checksums, scanned.predecoded
+                    window, pos, positions, magics, scanned.checksums, scanned.decompressed
                 )
                 if batch is not None and batch.num_rows:
                     yield batch

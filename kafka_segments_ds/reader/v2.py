@@ -44,16 +44,13 @@ Decoded = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Predecoded:
-    """Record-kernel output for a window of magic-2 batches (some compressed), computed ahead."""
+class Decompressed:
+    """A window's compressed batches, decompressed ahead (by the reader's read-ahead thread)."""
 
-    positions: np.ndarray
-    status: np.ndarray
-    errpos: np.ndarray
-    rows: dict[str, np.ndarray]
-    row0: np.ndarray
-    arena: bytes = b""  # the decompressed batches, addressed from len(window) on
-    src_start: np.ndarray | None = None  # where each batch's records start (window or arena)
+    positions: np.ndarray  # the window's batches, in order
+    arena: bytes  # their decompressed records, one after another, addressed from len(window) on
+    src_start: np.ndarray  # where each batch's records start (in the window or the arena) ...
+    src_end: np.ndarray  # ... and end
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -77,7 +74,7 @@ def decode_v2_run(
     parts: Parts,
     scratch_free: bool,
     checksums: tuple[np.ndarray, np.ndarray] | None,
-    predecoded: Predecoded | None = None,
+    decompressed: Decompressed | None = None,
 ) -> Fault | None:
     """Decode the v2 batches at ``positions`` of ``window`` (file position ``base``) into
     ``parts``, up to the first malformed one, which is returned."""
@@ -96,14 +93,13 @@ def decode_v2_run(
     decoded = None
     fault_error: CorruptSegmentError | None = None
     if deep and cut:
-        decoded = _reuse(predecoded, run.positions, cut, parts)
-        if decoded is None:
+        ahead = _take_decompressed(decompressed, run.positions, parts)
+        if ahead is None:
             cut = _decompress_batches(opts, window, h, src_start, src_end, parts, cut, errors)
-        elif predecoded is not None and predecoded.src_start is not None:
-            src_start = predecoded.src_start
+        else:
+            src_start, src_end = ahead
     if deep and cut:
-        if decoded is None:
-            decoded = _decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
+        decoded = _decode_records(window, parts, h, src_start, src_end, cut, scratch_free)
         cut, fault_error = _first_record_fault(window, decoded, src_start, cut)
     if fault_error is None and cut < n:
         fault_error = errors[cut]
@@ -412,28 +408,28 @@ def _first_record_fault(
     )
 
 
-def predecode(
+def decompress_ahead(
     window: np.ndarray,
     positions: np.ndarray,
     magics: np.ndarray,
-    pool: dict[str, np.ndarray],
-    checksums: tuple[np.ndarray, np.ndarray] | None = None,
-    max_decompressed_bytes: int | None = None,
-) -> Predecoded | None:
-    """Decompress a window and run the record kernel over it ahead of time (the reader's
-    read-ahead thread: the codecs and the kernel release the GIL).
+    checksums: tuple[np.ndarray, np.ndarray] | None,
+    max_decompressed_bytes: int,
+) -> Decompressed | None:
+    """Decompress a window's compressed batches ahead of time (the reader's read-ahead thread:
+    the codecs release the GIL).
 
     Only for the undamaged case: every entry a magic-2 batch with a plausible header and,
     given ``checksums`` (the window's computed CRC-32C, when they are verified), a matching
-    one; and some batches compressed, given ``max_decompressed_bytes``, all decompressing
-    within it. Anything else returns None and is decoded by :func:`decode_v2_run`, which also
-    makes every check and decides what to keep. ``pool`` holds reusable row arrays.
+    one; some batches compressed, all decompressing within ``max_decompressed_bytes``.
+    Anything else returns None, and :func:`decode_v2_run` decompresses in the foreground; it
+    makes every check and decides what to keep either way.
 
-    A window with no compressed batch is left to the main thread: reading, framing and
-    checksumming it already take the helper thread as long as the record kernel and the
-    column gathers take the main thread, and adding the kernel to the helper's side made the
-    main thread wait (a default-threads read of 1M plain records, ``benchmarks/bench_decode.py``'s
-    log, on a 2-core machine: 0.047 s with the kernel on the main thread, 0.067 s with it here).
+    The record kernel runs on the main thread, after this: reading, framing, checksumming and
+    decompressing a window keep the helper thread busy longer than the kernel and the column
+    gathers keep the main thread, and with the kernel on the helper's side too the main
+    thread waited (on a 2-core machine, ``benchmarks/bench_decode.py``'s logs of 1M records:
+    a default-threads read of the plain log took 0.047 s with the kernel on the main thread
+    and 0.067 s with it on the helper; of the lz4 log, 0.113 s and 0.126 s).
     """
     n = positions.shape[0]
     if n == 0 or not (magics == 2).all():
@@ -442,7 +438,7 @@ def predecode(
     counts = h[:, K.H_COUNT]
     lengths = h[:, K.H_LENGTH] + 12
     codecs = h[:, K.H_ATTRIBUTES] & 0x07
-    if max_decompressed_bytes is None or not codecs.any():
+    if not codecs.any():
         return None
     if (
         (counts < 0).any()
@@ -457,7 +453,7 @@ def predecode(
             return None
     start = positions + V2_OVERHEAD
     end = positions + lengths
-    compressed = np.flatnonzero(codecs)  # not empty: a window without any is left above
+    compressed = np.flatnonzero(codecs)
     mv = window.data
     blobs = []
     address = window.shape[0]
@@ -472,7 +468,7 @@ def predecode(
         try:
             data = decompress(codec, mv[begin:stop], magic=2, max_bytes=max_decompressed_bytes)
         except KafkaSegmentsError:
-            return None  # decoded (and reported) in the foreground
+            return None  # decompressed (and reported) in the foreground
         if count > len(data) // 7:
             return None
         blobs.append(data)
@@ -480,65 +476,21 @@ def predecode(
         address += len(data)
         end[i] = address
     arena = blobs[0] if len(blobs) == 1 else b"".join(blobs)
-    row0 = np.zeros(n, np.int64)
-    np.cumsum(counts[:-1], out=row0[1:])
-    total = int(row0[-1] + counts[-1])
-    rows = {}
-    for name in ROW_FIELDS:
-        buf = pool.get(name)
-        if buf is None or buf.shape[0] < total:
-            buf = pool[name] = np.empty(max(total, 1024) + (total >> 2), np.int64)
-        rows[name] = buf[:total]
-    status = np.zeros(n, np.int32)
-    errpos = np.zeros(n, np.int64)
-    K.use_threads(0)  # this runs beside the main thread: keep to one core
-    K.decode_v2_records(
-        window,
-        np.frombuffer(arena, np.uint8),
-        start,
-        end,
-        counts,
-        row0,
-        h[:, K.H_BASE_OFFSET],
-        h[:, K.H_BASE_TS],
-        h[:, K.H_MAX_TS],
-        ((h[:, K.H_ATTRIBUTES] & 0x08) != 0).astype(np.int8),
-        h[:, K.H_LOD],
-        rows["offset"],
-        rows["ts"],
-        rows["ts_type"],
-        rows["kpos"],
-        rows["klen"],
-        rows["vpos"],
-        rows["vlen"],
-        rows["hpos"],
-        rows["hcount"],
-        status,
-        errpos,
-    )
-    return Predecoded(positions, status, errpos, rows, row0, arena, start)
+    return Decompressed(positions, arena, start, end)
 
 
-def _reuse(
-    predecoded: Predecoded | None, positions: np.ndarray, cut: int, parts: Parts
-) -> Decoded | None:
-    """The read-ahead's kernel output for batches [0, cut), if it decoded exactly these (and,
-    for decompressed batches, the window's arena is still empty: it then takes theirs)."""
-    if predecoded is None:
+def _take_decompressed(
+    ahead: Decompressed | None, positions: np.ndarray, parts: Parts
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The record ranges of the batches at ``positions`` from what the read-ahead decompressed,
+    its arena now the window's, if it covered exactly these (and the arena is still empty)."""
+    if ahead is None or parts.arena_base != parts.window_size:
         return None
     n = positions.shape[0]
-    if n > predecoded.positions.shape[0] or not (predecoded.positions[:n] == positions).all():
+    if n > ahead.positions.shape[0] or not (ahead.positions[:n] == positions).all():
         return None
-    if predecoded.arena:
-        if parts.arena_base != parts.window_size:
-            return None
-        parts.to_arena(predecoded.arena)
-    return (
-        predecoded.status[:cut],
-        predecoded.errpos[:cut],
-        predecoded.rows,
-        predecoded.row0[:cut],
-    )
+    parts.to_arena(ahead.arena)
+    return ahead.src_start[:n].copy(), ahead.src_end[:n].copy()
 
 
 # -- 5. rows and entries ------------------------------------------------------------------

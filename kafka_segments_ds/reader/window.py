@@ -27,7 +27,7 @@ from kafka_segments_ds.reader.rows import (
     TaskBounds,
     merged,
 )
-from kafka_segments_ds.reader.v2 import Predecoded, decode_v2_run
+from kafka_segments_ds.reader.v2 import Decompressed, decode_v2_run
 from kafka_segments_ds.schema import BY_NAME
 
 
@@ -60,13 +60,13 @@ class WindowDecoder:
         positions: np.ndarray,
         magics: np.ndarray,
         checksums: tuple[np.ndarray, np.ndarray] | None = None,
-        predecoded: Predecoded | None = None,
+        decompressed: Decompressed | None = None,
     ) -> tuple[pa.RecordBatch | None, Fault | None]:
         """Decode the complete entries at ``positions`` of ``window`` (file position ``base``).
 
         ``checksums`` may carry CRC-32C values already computed for magic-2 batches (by
-        position), and ``predecoded`` the record kernel's output, as the reader's read-ahead
-        computes them.
+        position), and ``decompressed`` its compressed batches decompressed, as the reader's
+        read-ahead computes them.
         """
         state = self.state
         parts = Parts(window.shape[0])
@@ -80,7 +80,7 @@ class WindowDecoder:
             run = positions[start:end]
             if is_v2:
                 fault = decode_v2_run(
-                    state, window, base, run, parts, scratch_free, checksums, predecoded
+                    state, window, base, run, parts, scratch_free, checksums, decompressed
                 )
             else:
                 fault = decode_legacy_run(state, window, base, run, parts)

@@ -1,6 +1,6 @@
 """The read-ahead window: a read-ahead the helper thread has not started when its window is
-asked for is called off and the window read in the foreground, with the same result; and the
-helper decodes ahead only the windows that hold compressed batches."""
+asked for is called off and the window read in the foreground, with the same result; and what
+the helper decompresses ahead."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.reader import source as S
+from kafka_segments_ds.reader import v2 as V
+from kafka_segments_ds.reader.rows import Parts
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.compression import CompressionType
+from kafka_segments_ds.records.compression import CompressionType, decompress
 
 
 def _segment(make_partition) -> Path:
@@ -96,7 +98,7 @@ def test_a_closed_sources_window_buffer_serves_the_next_source(make_partition, m
     assert [len(b) for b in S._SPARE_BUFFERS] == [len(data)]  # one over the bound is let go
 
 
-def _decoded_ahead(
+def _scanned_ahead(
     make_partition, name: str, codecs: list[int], max_decompressed: int | None = 1 << 20
 ) -> S.ScannedWindow:
     """The read-ahead's scan of a one-window segment of five-record batches, one per codec."""
@@ -105,7 +107,6 @@ def _decoded_ahead(
         part.batch([1000 + i] * 5, compression=codec)
     log = sorted(part.close().glob("*.log"))[0]
     src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
-    src.predecode = True
     src.max_decompressed = max_decompressed
     try:
         return src._scan(0, 0, src.size, checksums=True)
@@ -113,40 +114,80 @@ def _decoded_ahead(
         src.close()
 
 
-def _values(scanned: S.ScannedWindow) -> list[bytes]:
-    """Each decoded-ahead row's value, from the window or, past its end, the arena."""
-    ahead = scanned.predecoded
+def _records_sections(scanned: S.ScannedWindow) -> list[bytes]:
+    """Each batch's records section where the read-ahead says it is: in the window (plain) or
+    in the arena of decompressed records (past the window's end)."""
+    ahead = scanned.decompressed
     assert ahead is not None
     window, shift = scanned.window.tobytes(), scanned.window.shape[0]
-    spans = zip(ahead.rows["vpos"].tolist(), ahead.rows["vlen"].tolist(), strict=True)
     return [
-        window[p : p + n] if p < shift else ahead.arena[p - shift : p - shift + n] for p, n in spans
+        window[a:b] if b <= shift else ahead.arena[a - shift : b - shift]
+        for a, b in zip(ahead.src_start.tolist(), ahead.src_end.tolist(), strict=True)
     ]
 
 
-def test_the_helper_decodes_ahead_only_windows_with_compressed_batches(make_partition):
-    # a plain window's framing and checksums keep the helper as busy as the record kernel and
-    # the gathers keep the main thread: the kernel stays on the main thread
+def _expected_sections(scanned: S.ScannedWindow) -> list[bytes]:
+    """Each batch's records section, decompressed here from the window."""
+    window = scanned.window.tobytes()
+    h = K.parse_v2_headers(scanned.window, scanned.positions)
+    out = []
+    for position, length, attributes in zip(
+        scanned.positions.tolist(),
+        h[:, K.H_LENGTH].tolist(),
+        h[:, K.H_ATTRIBUTES].tolist(),
+        strict=True,
+    ):
+        body = window[position + 61 : position + 12 + length]
+        codec = attributes & 0x07
+        out.append(decompress(codec, body, magic=2, max_bytes=1 << 20) if codec else body)
+    return out
+
+
+def test_the_helper_decompresses_ahead_and_leaves_the_record_kernel_to_the_main_thread(
+    make_partition,
+):
     none, lz4 = CompressionType.NONE, CompressionType.LZ4
-    plain = _decoded_ahead(make_partition, "plain-0", [none] * 3)
-    assert plain.predecoded is None
+    plain = _scanned_ahead(make_partition, "plain-0", [none] * 3)
+    assert plain.decompressed is None  # nothing to decompress
     assert plain.checksums is not None and plain.checksums[0].tolist() == plain.positions.tolist()
     stored = K.parse_v2_headers(plain.window, plain.positions)[:, K.H_CRC]
     assert plain.checksums[1].tolist() == stored.tolist()
 
-    packed = _decoded_ahead(make_partition, "lz4-0", [lz4] * 3)
-    assert packed.predecoded is not None and packed.predecoded.status.tolist() == [0, 0, 0]
-    assert packed.predecoded.rows["offset"].tolist() == list(range(15))
-    assert packed.predecoded.rows["vpos"].min() >= packed.window.shape[0]  # all in the arena
-    assert _values(packed) == [b"v%d" % o for o in range(15)]
+    for name, codecs in (("lz4-0", [lz4] * 3), ("mixed-0", [none, lz4, none])):
+        scanned = _scanned_ahead(make_partition, name, codecs)
+        ahead = scanned.decompressed
+        assert ahead is not None and ahead.positions.tolist() == scanned.positions.tolist()
+        in_arena = (ahead.src_start >= scanned.window.shape[0]).tolist()
+        assert in_arena == [c == lz4 for c in codecs]
+        assert len(ahead.arena) == sum(
+            len(s) for s, c in zip(_expected_sections(scanned), codecs, strict=True) if c
+        )
+        assert _records_sections(scanned) == _expected_sections(scanned)
 
-    # one compressed batch among plain ones: the whole window is decoded ahead
-    mixed = _decoded_ahead(make_partition, "mixed-0", [none, lz4, none])
-    ahead = mixed.predecoded
-    assert ahead is not None and ahead.status.tolist() == [0, 0, 0]
-    in_arena = (ahead.rows["vpos"] >= mixed.window.shape[0]).tolist()
-    assert in_arena == [False] * 5 + [True] * 5 + [False] * 5
-    assert _values(mixed) == [b"v%d" % o for o in range(15)]
+    # no bound on decompressed sizes given (a shallow read): nothing is decompressed ahead
+    assert _scanned_ahead(make_partition, "unbounded-0", [lz4] * 3, None).decompressed is None
 
-    # no bound on decompressed sizes given: nothing is decompressed ahead
-    assert _decoded_ahead(make_partition, "unbounded-0", [lz4] * 3, None).predecoded is None
+
+def test_what_was_decompressed_ahead_serves_only_the_batches_it_covers(make_partition):
+    lz4 = CompressionType.LZ4
+    scanned = _scanned_ahead(make_partition, "take-0", [lz4] * 3)
+    ahead = scanned.decompressed
+    assert ahead is not None
+    size = scanned.window.shape[0]
+    positions = scanned.positions
+    # the run's first two batches (the task ends inside the window): theirs, the arena taken
+    parts = Parts(size)
+    taken = V._take_decompressed(ahead, positions[:2], parts)
+    assert taken is not None
+    assert taken[0].tolist() == ahead.src_start[:2].tolist()
+    assert taken[1].tolist() == ahead.src_end[:2].tolist()
+    assert parts.arena == [ahead.arena] and parts.arena_base == size + len(ahead.arena)
+    # a run that starts later (its first batch pruned): decompressed again in the foreground
+    parts = Parts(size)
+    assert V._take_decompressed(ahead, positions[1:], parts) is None
+    assert parts.arena == [] and parts.arena_base == size
+    # an arena already holding another run's records: the addresses would not hold
+    parts = Parts(size)
+    parts.to_arena(b"x" * 7)
+    assert V._take_decompressed(ahead, positions, parts) is None
+    assert parts.arena == [b"x" * 7]
