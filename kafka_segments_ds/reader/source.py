@@ -52,7 +52,8 @@ def _keep_spare(buffer: bytearray) -> None:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ScannedWindow:
-    """A window with its entry framing (and, when read ahead, its batches' CRC-32C)."""
+    """A window with its entry framing (and, when read ahead, its batches' CRC-32C and its
+    compressed batches decompressed)."""
 
     window: np.ndarray
     positions: np.ndarray

@@ -57,7 +57,8 @@ def read_tasks(
 
     The read-ahead does not stop at a task's end: while the last window of one task is
     decoded, the next task's segment is opened and its first window read (and framed,
-    checksummed and, when it holds compressed batches, decompressed) on the read-ahead thread.
+    checksummed and, when it holds compressed batches in a deep read, decompressed) on the
+    read-ahead thread.
     """
     ahead: _Opened | None = None  # the next task's source, opened ahead
     try:

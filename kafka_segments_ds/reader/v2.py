@@ -7,8 +7,9 @@
    checksum matches;
 2. :func:`_first_bad_batch` finds the first batch whose checksum or header fields are wrong
    (nothing after it is decoded: the reader's damage policy decides what follows);
-3. :func:`_decompress_batches` decompresses compressed batches into the window's arena;
-4. :func:`_decode_records` runs the record kernel (or reuses what the read-ahead thread decoded);
+3. :func:`_decompress_batches` decompresses compressed batches into the window's arena (or
+   :func:`_take_decompressed` takes what the read-ahead thread decompressed);
+4. :func:`_decode_records` runs the record kernel;
 5. :func:`_keep_rows` / :func:`_shallow_rows` filter rows (control records, offset range,
    aborted transactions) and :func:`_add_entries` records the batches' own fields.
 """
@@ -93,7 +94,7 @@ def decode_v2_run(
     decoded = None
     fault_error: CorruptSegmentError | None = None
     if deep and cut:
-        ahead = _take_decompressed(decompressed, run.positions, parts)
+        ahead = _take_decompressed(decompressed, run.positions, h, parts)
         if ahead is None:
             cut = _decompress_batches(opts, window, h, src_start, src_end, parts, cut, errors)
         else:
@@ -480,17 +481,23 @@ def decompress_ahead(
 
 
 def _take_decompressed(
-    ahead: Decompressed | None, positions: np.ndarray, parts: Parts
+    ahead: Decompressed | None, positions: np.ndarray, h: np.ndarray, parts: Parts
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The record ranges of the batches at ``positions`` from what the read-ahead decompressed,
-    its arena now the window's, if it covered exactly these (and the arena is still empty)."""
+    """The record ranges of the batches at ``positions`` (headers ``h``) from what the
+    read-ahead decompressed, its arena now the window's, if it covered exactly these, the
+    arena is still empty and every batch's record count fits its records (else None: the
+    foreground decompresses, and reports a count that does not fit, before the record kernel
+    sizes its row arrays by the counts)."""
     if ahead is None or parts.arena_base != parts.window_size:
         return None
     n = positions.shape[0]
     if n > ahead.positions.shape[0] or not (ahead.positions[:n] == positions).all():
         return None
+    start, end = ahead.src_start[:n], ahead.src_end[:n]
+    if (h[:n, K.H_COUNT] > (end - start) // 7).any():
+        return None
     parts.to_arena(ahead.arena)
-    return ahead.src_start[:n].copy(), ahead.src_end[:n].copy()
+    return start, end
 
 
 # -- 5. rows and entries ------------------------------------------------------------------

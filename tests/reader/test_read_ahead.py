@@ -4,16 +4,22 @@ the helper decompresses ahead."""
 
 from __future__ import annotations
 
+import struct
 import threading
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import pyarrow.fs as pafs
+import pytest
 
+from kafka_segments_ds import read_table
+from kafka_segments_ds.errors import CorruptSegmentError
 from kafka_segments_ds.reader import source as S
 from kafka_segments_ds.reader import v2 as V
 from kafka_segments_ds.reader.rows import Parts
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.compression import CompressionType, decompress
 
 
@@ -175,19 +181,113 @@ def test_what_was_decompressed_ahead_serves_only_the_batches_it_covers(make_part
     assert ahead is not None
     size = scanned.window.shape[0]
     positions = scanned.positions
+    h = K.parse_v2_headers(scanned.window, positions)
     # the run's first two batches (the task ends inside the window): theirs, the arena taken
     parts = Parts(size)
-    taken = V._take_decompressed(ahead, positions[:2], parts)
+    taken = V._take_decompressed(ahead, positions[:2], h[:2], parts)
     assert taken is not None
     assert taken[0].tolist() == ahead.src_start[:2].tolist()
     assert taken[1].tolist() == ahead.src_end[:2].tolist()
     assert parts.arena == [ahead.arena] and parts.arena_base == size + len(ahead.arena)
     # a run that starts later (its first batch pruned): decompressed again in the foreground
     parts = Parts(size)
-    assert V._take_decompressed(ahead, positions[1:], parts) is None
+    assert V._take_decompressed(ahead, positions[1:], h[1:], parts) is None
     assert parts.arena == [] and parts.arena_base == size
     # an arena already holding another run's records: the addresses would not hold
     parts = Parts(size)
     parts.to_arena(b"x" * 7)
-    assert V._take_decompressed(ahead, positions, parts) is None
+    assert V._take_decompressed(ahead, positions, h, parts) is None
     assert parts.arena == [b"x" * 7]
+    # a record count its records cannot hold (7 bytes a record at least): not taken, whatever
+    # the read-ahead checked, so that the foreground reports it before any row is sized by it
+    lying = h.copy()
+    lying[1, K.H_COUNT] = (int(ahead.src_end[1] - ahead.src_start[1]) // 7) + 1
+    parts = Parts(size)
+    assert V._take_decompressed(ahead, positions, lying, parts) is None
+    assert parts.arena == []
+
+
+def _lz4_log(make_partition, name: str, batches: int) -> tuple[Path, bytes, list[int]]:
+    """A segment of ``batches`` five-record lz4 batches: its path, bytes and batch positions."""
+    part = make_partition(name)
+    for i in range(batches):
+        part.batch([1000 + i] * 5, compression=CompressionType.LZ4)
+    log = sorted(part.close().glob("*.log"))[0]
+    data = log.read_bytes()
+    return log, data, scan_entries(data).positions.tolist()
+
+
+def _rewrite(log: Path, data: bytearray, position: int) -> None:
+    (length,) = struct.unpack_from(">i", data, position + 8)
+    crc = crc32c.crc32c(bytes(data[position + 21 : position + 12 + length]))
+    struct.pack_into(">I", data, position + 17, crc)
+    log.write_bytes(bytes(data))
+
+
+def _ahead_of(log: Path) -> S.ScannedWindow:
+    src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
+    src.max_decompressed = 1 << 20
+    try:
+        return src._scan(0, 0, src.size, checksums=True)
+    finally:
+        src.close()
+
+
+@pytest.mark.parametrize("damage", ["count", "body", "checksum"])
+def test_a_damaged_batch_is_not_decompressed_ahead(make_partition, damage: str):
+    log, original, positions = _lz4_log(make_partition, f"{damage}-0", 3)
+    assert _ahead_of(log).decompressed is not None
+    data = bytearray(original)
+    victim = positions[1]
+    if damage == "count":  # a count no batch can hold, the CRC made to match
+        struct.pack_into(">i", data, victim + 57, 2**31 - 1)
+        _rewrite(log, data, victim)
+    elif damage == "body":  # an lz4 frame that does not decompress, the CRC made to match
+        data[victim + 61 : victim + 65] = b"\0\0\0\0"
+        _rewrite(log, data, victim)
+    else:  # a flipped byte the CRC no longer matches
+        data[positions[2] - 3] ^= 0x40
+        log.write_bytes(bytes(data))
+    assert _ahead_of(log).decompressed is None
+
+
+def test_a_count_lie_in_a_window_read_ahead_is_reported_as_in_the_foreground(
+    make_partition, monkeypatch
+):
+    monkeypatch.setattr(K, "MAX_THREADS", 2)  # read ahead, whatever the machine
+    log, original, positions = _lz4_log(make_partition, "lie-0", 200)
+    assert len(original) > 3 * 4096  # the victim is in a window read ahead
+    taken = []
+    real = V._take_decompressed
+    monkeypatch.setattr(V, "_take_decompressed", lambda *a: taken.append(real(*a)) or taken[-1])
+    assert read_table(str(log), readChunkBytes=4096).num_rows == 1000
+    assert any(t is not None for t in taken)  # the read-ahead's work was used
+    data = bytearray(original)
+    victim = positions[150]
+    struct.pack_into(">i", data, victim + 57, 2**31 - 1)
+    _rewrite(log, data, victim)
+    (length,) = struct.unpack_from(">i", data, victim + 8)
+    records = decompress(
+        CompressionType.LZ4, bytes(data[victim + 61 : victim + 12 + length]), magic=2
+    )
+    with pytest.raises(CorruptSegmentError) as info:
+        read_table(str(log), readChunkBytes=4096)
+    assert info.value.reason == (
+        f"record count {2**31 - 1} cannot fit in {len(records)} decompressed bytes"
+    )
+    assert (info.value.path, info.value.position, info.value.offset) == (str(log), victim, 750)
+    kept = read_table(str(log), readChunkBytes=4096, mode="DROPMALFORMED")
+    assert kept.column("offset").to_pylist() == list(range(750)) + list(range(755, 1000))
+
+
+def test_a_shallow_read_decompresses_nothing_ahead(make_partition, monkeypatch):
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    log, _, _ = _lz4_log(make_partition, "shallow-0", 200)
+    calls = []
+    real = S.decompress_ahead
+    monkeypatch.setattr(S, "decompress_ahead", lambda *a: calls.append(1) or real(*a))
+    shallow = read_table(str(log), readChunkBytes=4096, iteration="shallow")
+    assert shallow.column("offset").to_pylist() == list(range(4, 1000, 5))
+    assert calls == []
+    assert read_table(str(log), readChunkBytes=4096).num_rows == 1000
+    assert calls  # a deep read of the same log does
