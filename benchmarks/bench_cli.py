@@ -29,12 +29,12 @@ two runs of the script, best time of each contender, and its peak RSS):
 ===========================  ===============  ========  ======================================
 contender                    best (run 1, 2)  peak RSS  ratio of the best times (run 1, 2)
 ===========================  ===============  ========  ======================================
-dump --format jsonl (a)      1.00 s, 1.27 s   145 MiB   11.7x, 13.6x the kafka-python dumper
-kafka-python dumper (b)      11.7 s, 17.3 s   224 MiB
-verify (c)                   0.51 s, 0.55 s   100 MiB   0.46, 0.46 of read_table
-stats (c)                    0.60 s, 0.60 s   117 MiB   0.53, 0.50 of read_table
-rebuild-index --dry-run (c)  0.42 s, 0.44 s    86 MiB   0.38, 0.37 of read_table
-read_table (d)               1.11 s, 1.20 s   350 MiB
+dump --format jsonl (a)      1.22 s, 1.23 s   140 MiB   11.2x, 9.8x the kafka-python dumper
+kafka-python dumper (b)      13.7 s, 12.0 s   224 MiB
+verify (c)                   0.48 s, 0.47 s   100 MiB   0.39, 0.40 of read_table
+stats (c)                    0.56 s, 0.54 s   111 MiB   0.45, 0.46 of read_table
+rebuild-index --dry-run (c)  0.43 s, 0.41 s    86 MiB   0.35, 0.35 of read_table
+read_table (d)               1.25 s, 1.17 s   345 MiB
 ===========================  ===============  ========  ======================================
 
 Every time includes the interpreter start and imports (~0.4 s); each command imports only its
