@@ -8,7 +8,6 @@ import struct
 import threading
 from pathlib import Path
 
-import crc32c
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
@@ -21,6 +20,7 @@ from kafka_segments_ds.reader.rows import Parts
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import scan_entries
 from kafka_segments_ds.records.compression import CompressionType, decompress
+from tests.reader.test_damage import recompute_v2_crc
 
 
 def _segment(make_partition) -> Path:
@@ -111,7 +111,11 @@ def _scanned_ahead(
     part = make_partition(name)
     for i, codec in enumerate(codecs):
         part.batch([1000 + i] * 5, compression=codec)
-    log = sorted(part.close().glob("*.log"))[0]
+    return _ahead_of(sorted(part.close().glob("*.log"))[0], max_decompressed)
+
+
+def _ahead_of(log: Path, max_decompressed: int | None = 1 << 20) -> S.ScannedWindow:
+    """The read-ahead's scan of ``log`` as one window."""
     src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
     src.max_decompressed = max_decompressed
     try:
@@ -218,19 +222,8 @@ def _lz4_log(make_partition, name: str, batches: int) -> tuple[Path, bytes, list
 
 
 def _rewrite(log: Path, data: bytearray, position: int) -> None:
-    (length,) = struct.unpack_from(">i", data, position + 8)
-    crc = crc32c.crc32c(bytes(data[position + 21 : position + 12 + length]))
-    struct.pack_into(">I", data, position + 17, crc)
+    recompute_v2_crc(data, position)
     log.write_bytes(bytes(data))
-
-
-def _ahead_of(log: Path) -> S.ScannedWindow:
-    src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
-    src.max_decompressed = 1 << 20
-    try:
-        return src._scan(0, 0, src.size, checksums=True)
-    finally:
-        src.close()
 
 
 @pytest.mark.parametrize("damage", ["count", "body", "checksum"])
