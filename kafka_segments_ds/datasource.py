@@ -473,7 +473,11 @@ def _read_partition(
 ) -> Iterator[pa.RecordBatch]:
     """An input partition's batches, small ones joined (batch and streaming reads)."""
     from kafka_segments_ds.reader import join_small_batches, read_tasks
+    from kafka_segments_ds.records import kernels
 
+    context = TaskContext.get()
+    if context is not None:
+        kernels.use_task_cpus(context.cpus())
     batches = read_tasks(partition.tasks, options, columns)  # type: ignore[attr-defined]
     return join_small_batches(batches, options)
 

@@ -76,12 +76,12 @@ class Parts:
         self.rows: list[dict[str, np.ndarray]] = []
         self.entries: list[dict[str, np.ndarray]] = []
         self.entry_count = 0
-        self.arena: list[bytes] = []
+        self.arena: list[bytes | memoryview] = []  # memoryview: a read-ahead arena buffer
         self.window_size = window_size
         self.arena_base = window_size  # address of the next arena byte
         self._joined: np.ndarray | None = np.empty(0, np.uint8)
 
-    def to_arena(self, blob: bytes) -> int:
+    def to_arena(self, blob: bytes | memoryview) -> int:
         address = self.arena_base
         self.arena.append(blob)
         self.arena_base += len(blob)

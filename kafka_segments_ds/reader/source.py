@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -68,10 +69,11 @@ def frame_window(
     window: np.ndarray,
     checksums: bool,
     max_decompressed: int | None = None,
+    arena_buffer: Callable[[int], np.ndarray] | None = None,
 ) -> ScannedWindow:
     """Frame ``window``; on the read-ahead thread also checksum it and, given
-    ``max_decompressed``, decompress its compressed batches (see ``v2.decompress_ahead``; all
-    of which release the GIL while the main thread works)."""
+    ``max_decompressed``, decompress its compressed batches into ``arena_buffer`` (see
+    ``v2.decompress_ahead``; all of which release the GIL while the main thread works)."""
     positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
     sums = None
     if checksums:
@@ -80,7 +82,7 @@ def frame_window(
             ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
             sums = (v2, batch_checksums(window, v2, ends))
     ahead = (
-        decompress_ahead(window, positions, magics, sums, max_decompressed)
+        decompress_ahead(window, positions, magics, sums, max_decompressed, arena_buffer)
         if max_decompressed is not None
         else None
     )
@@ -116,6 +118,7 @@ class SegmentSource:
         self._opened = False  # opened on first use: the read-ahead thread may do it
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
         self._buffers = [bytearray(0), bytearray(0)]
+        self._arenas = [bytearray(0), bytearray(0)]  # each slot's window, decompressed ahead
         self.max_decompressed: int | None = None  # given: decompress ahead within this bound
         self._current = 0  # the buffer of the window handed out last
         self._pending: tuple[int, int, Future[ScannedWindow]] | None = None
@@ -210,7 +213,20 @@ class SegmentSource:
             self._pending = (position, length, future)
 
     def _scan(self, slot: int, position: int, length: int, checksums: bool) -> ScannedWindow:
-        return frame_window(self._fill(slot, position, length), checksums, self.max_decompressed)
+        return frame_window(
+            self._fill(slot, position, length),
+            checksums,
+            self.max_decompressed,
+            lambda n: self._arena(slot, n),
+        )
+
+    def _arena(self, slot: int, n: int) -> np.ndarray:
+        """``n`` bytes of the slot's arena buffer, reused from window to window as the window
+        buffers are (its contents are copied out before the slot is read into again)."""
+        if len(self._arenas[slot]) < n:
+            _keep_spare(self._arenas[slot])
+            self._arenas[slot] = _window_buffer(n + (n >> 3))
+        return np.frombuffer(self._arenas[slot], np.uint8, n)
 
     def _settle(self) -> ScannedWindow | None:
         """Wait for a read-ahead in flight (its buffer must be quiet); return its window. One
@@ -242,9 +258,10 @@ class SegmentSource:
         """Release the file; the window buffers go to the next source (every window handed
         out has been copied out by now)."""
         self._settle()
-        for buffer in self._buffers:
+        for buffer in (*self._buffers, *self._arenas):
             _keep_spare(buffer)
         self._buffers = [bytearray(0), bytearray(0)]
+        self._arenas = [bytearray(0), bytearray(0)]
         if self._fd is not None:
             os.close(self._fd)
         if self._file is not None:

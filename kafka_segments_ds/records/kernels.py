@@ -27,10 +27,41 @@ import numpy as np
 from kafka_segments_ds.records._compiled import load
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this a kernel runs on the calling thread only
-# Threads a large job may use (the kernels release the GIL, so Python threads run them in
-# parallel); KAFKA_SEGMENTS_DS_THREADS overrides the CPU count.
-MAX_THREADS = max(1, int(os.environ.get("KAFKA_SEGMENTS_DS_THREADS", 0)) or os.cpu_count() or 1)
+
+
+def _threads_from_environment() -> int | None:
+    """``KAFKA_SEGMENTS_DS_THREADS``: None if unset, empty or 0 (the default)."""
+    raw = os.environ.get("KAFKA_SEGMENTS_DS_THREADS", "").strip()
+    try:
+        threads = int(raw or 0)
+    except ValueError:
+        threads = -1
+    if threads < 0:
+        raise ValueError(
+            f"KAFKA_SEGMENTS_DS_THREADS={raw!r}: give a number of threads (0 or unset: as many "
+            "as CPUs, or a Spark task's CPUs in a Spark task)"
+        )
+    return threads or None
+
+
+_ENV_THREADS = _threads_from_environment()
+# Threads a read may use: a read-ahead helper (local files: from 2 threads), and for a large
+# job the kernels' pool (the kernels release the GIL, so Python threads run them in parallel)
+MAX_THREADS = _ENV_THREADS or os.cpu_count() or 1
 _LOCAL = threading.local()
+
+
+def use_task_cpus(cpus: int) -> None:
+    """A Spark task's read: as many threads as the task has CPUs (``spark.task.cpus``, 1 by
+    default) unless ``KAFKA_SEGMENTS_DS_THREADS`` says otherwise. Spark runs a task on each of
+    its cores; a read-ahead thread in each task competes with the other tasks for them
+    (``benchmarks/bench_spark.py --case lz4`` on 2 cores, pyspark 4.1 and 4.3: 1.20-1.26x the
+    Python-source peer with one thread a task, 1.13-1.20x with two)."""
+    global MAX_THREADS
+    if _ENV_THREADS is None:
+        MAX_THREADS = max(1, cpus)
+
+
 _POOL: list[ThreadPoolExecutor] = []
 os.register_at_fork(after_in_child=_POOL.clear)  # a forked child (Spark worker) has no threads
 

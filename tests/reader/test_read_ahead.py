@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import struct
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
@@ -284,3 +286,109 @@ def test_a_shallow_read_decompresses_nothing_ahead(make_partition, monkeypatch):
     assert calls == []
     assert read_table(str(log), readChunkBytes=4096).num_rows == 1000
     assert calls  # a deep read of the same log does
+
+
+class _Inline:
+    """A read-ahead pool that runs each job as it is submitted (and lists them)."""
+
+    def __init__(self, submitted: list | None = None) -> None:
+        self.submitted = [] if submitted is None else submitted
+
+    def submit(self, fn, *args):
+        self.submitted.append(args)
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+
+def test_the_read_ahead_decompresses_into_its_slots_reused_arena_buffers(
+    make_partition, monkeypatch
+):
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    monkeypatch.setattr(S, "_SPARE_BUFFERS", [])
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())  # every read-ahead runs
+    log, data, _ = _lz4_log(make_partition, "arena-0", 400)
+    calls: list[tuple[int, int, int]] = []  # (slot, the slot handed out last, buffer id)
+    real = S.SegmentSource._arena
+
+    def spy(self: S.SegmentSource, slot: int, n: int) -> np.ndarray:
+        got = real(self, slot, n)
+        calls.append((slot, self._current, id(self._arenas[slot])))
+        assert np.shares_memory(got, np.frombuffer(self._arenas[slot], np.uint8))
+        return got
+
+    monkeypatch.setattr(S.SegmentSource, "_arena", spy)
+    made: list[int] = []  # buffers allocated (window and arena buffers)
+    new_buffer = S._window_buffer
+    monkeypatch.setattr(S, "_window_buffer", lambda n: made.append(n) or new_buffer(n))
+    table = read_table(str(log), readChunkBytes=4096)
+    assert len(calls) >= len(data) // 4096 - 1 >= 10  # each window after the first
+    # never into the slot of the window being decoded, and into a buffer kept from window to
+    # window (a new one only when a window's records outgrow it)
+    assert all(slot != current for slot, current, _ in calls)
+    assert len(made) <= 6  # two window buffers, two arenas, a little growth
+    assert len(S._SPARE_BUFFERS) >= 2  # the closed source's buffers serve the next one
+    monkeypatch.setattr(K, "MAX_THREADS", 1)
+    assert table.equals(read_table(str(log), readChunkBytes=4096))
+
+
+@pytest.mark.parametrize(
+    ("value", "threads"), [(None, None), ("", None), (" 0 ", None), ("3", 3), ("1", 1)]
+)
+def test_the_thread_count_from_the_environment(monkeypatch, value, threads):
+    if value is None:
+        monkeypatch.delenv("KAFKA_SEGMENTS_DS_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("KAFKA_SEGMENTS_DS_THREADS", value)
+    assert K._threads_from_environment() == threads
+
+
+@pytest.mark.parametrize("value", ["x", "-2", "1.5"])
+def test_a_thread_count_that_is_not_one_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("KAFKA_SEGMENTS_DS_THREADS", value)
+    with pytest.raises(ValueError) as info:
+        K._threads_from_environment()
+    assert str(info.value).startswith(f"KAFKA_SEGMENTS_DS_THREADS={value!r}: give a number")
+
+
+def test_a_spark_task_reads_with_its_cpus_unless_the_environment_says(monkeypatch):
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    monkeypatch.setattr(K, "_ENV_THREADS", None)
+    K.use_task_cpus(1)
+    assert K.MAX_THREADS == 1
+    K.use_task_cpus(4)
+    assert K.MAX_THREADS == 4
+    K.use_task_cpus(0)
+    assert K.MAX_THREADS == 1
+    monkeypatch.setattr(K, "_ENV_THREADS", 2)
+    K.use_task_cpus(1)
+    assert K.MAX_THREADS == 1  # unchanged: the variable was read at import (2 here)
+
+
+@pytest.mark.parametrize("cpus", [None, 1, 2])
+def test_the_spark_reader_reads_ahead_only_with_a_spare_cpu(make_partition, monkeypatch, cpus):
+    pytest.importorskip("pyspark")
+    from kafka_segments_ds import datasource as D
+    from kafka_segments_ds.options import parse_read_options
+
+    monkeypatch.setattr(K, "MAX_THREADS", 2)  # as on a 2-core machine
+    monkeypatch.setattr(K, "_ENV_THREADS", None)
+
+    class Task:
+        def cpus(self) -> int:
+            return cpus
+
+    monkeypatch.setattr(
+        D.TaskContext, "get", staticmethod(lambda: None if cpus is None else Task())
+    )
+    submitted = []
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline(submitted))
+    log, _, _ = _lz4_log(make_partition, "task-0", 400)
+    options = parse_read_options(readChunkBytes=4096, minPartitions=1)
+    reader = D.KafkaSegmentsReader([str(log.parent.parent)], options, ("offset", "value"))
+    (partition,) = reader.partitions()
+    got = pa.Table.from_batches(list(reader.read(partition)))
+    assert got.column("offset").to_pylist() == list(range(2000))
+    expected = 2 if cpus is None else cpus
+    assert expected == K.MAX_THREADS
+    assert (len(submitted) > 10) == (cpus != 1)  # no helper thread for a one-CPU task
