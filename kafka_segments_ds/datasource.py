@@ -476,7 +476,7 @@ def _read_partition(
     from kafka_segments_ds.records import kernels
 
     context = TaskContext.get()
-    if context is not None:
+    if context is not None and context.cpus():
         kernels.use_task_cpus(context.cpus())
     batches = read_tasks(partition.tasks, options, columns)  # type: ignore[attr-defined]
     return join_small_batches(batches, options)

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,14 +25,15 @@ from kafka_segments_ds.records import kernels as K
 log = logging.getLogger(__name__)
 SHORT_READ_ATTEMPTS = 2
 _PREFETCH_POOL: ThreadPoolExecutor | None = None
-# Window buffers of closed sources, for the next ones: a fresh 4 MiB buffer is zeroed and
-# faulted in page by page, a few per cent of a whole read of a local segment. Kept: four (two
-# sources open at a time, each with two), none over 8 MiB (a window widened for one large
-# entry is let go): at most 32 MiB stay with an idle process.
+# Window and arena buffers of closed sources, for the next ones: a fresh 4 MiB buffer is zeroed
+# and faulted in page by page, a few per cent of a whole read of a local segment. A source has
+# two window buffers and, reading compressed batches ahead, two arenas. Kept: six, none over
+# 8 MiB (a window widened for one large entry is let go): at most 48 MiB stay with an idle
+# process.
 _SPARE_BUFFERS: list[bytearray] = []
 _SPARE_LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_SPARE_LOCK._at_fork_reinit)  # type: ignore[attr-defined]
-SPARE_BUFFERS_KEPT = 4
+SPARE_BUFFERS_KEPT = 6
 SPARE_BUFFER_MAX_BYTES = 8 << 20
 
 
@@ -223,7 +224,9 @@ class SegmentSource:
     def _arena(self, slot: int, n: int) -> np.ndarray:
         """``n`` bytes of the slot's arena buffer, reused from window to window as the window
         buffers are (its contents are copied out before the slot is read into again)."""
-        if len(self._arenas[slot]) < n:
+        size = len(self._arenas[slot])
+        if size < n or size > max(SPARE_BUFFER_MAX_BYTES, 4 * n):  # (one that grew for a
+            # window of a large batch is not kept for the rest of the segment)
             _keep_spare(self._arenas[slot])
             self._arenas[slot] = _window_buffer(n + (n >> 3))
         return np.frombuffer(self._arenas[slot], np.uint8, n)
@@ -236,13 +239,16 @@ class SegmentSource:
         if self._pending is None:
             return None
         future = self._pending[2]
-        self._pending = None
         if future.cancel():
+            self._pending = None
             return None
         try:
-            return future.result()
+            ahead = future.result()
         except OSError:
-            return None  # read again in the foreground, where the error is reported
+            ahead = None  # read again in the foreground, where the error is reported
+        # only now: a wait cut short (KeyboardInterrupt) leaves it to close() to wait for
+        self._pending = None
+        return ahead
 
     def scan_window(self, position: int, length: int) -> ScannedWindow:
         """The window at ``position`` (the read-ahead one if it matches), framed."""
@@ -256,8 +262,12 @@ class SegmentSource:
 
     def close(self) -> None:
         """Release the file; the window buffers go to the next source (every window handed
-        out has been copied out by now)."""
-        self._settle()
+        out has been copied out by now). A read-ahead still running is waited for first: its
+        buffers and file are the helper's until it ends (if that wait is cut short, nothing is
+        released)."""
+        pending, self._pending = self._pending, None
+        if pending is not None and not pending[2].cancel():
+            wait([pending[2]])
         for buffer in (*self._buffers, *self._arenas):
             _keep_spare(buffer)
         self._buffers = [bytearray(0), bytearray(0)]

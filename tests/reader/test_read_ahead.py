@@ -392,3 +392,56 @@ def test_the_spark_reader_reads_ahead_only_with_a_spare_cpu(make_partition, monk
     expected = 2 if cpus is None else cpus
     assert expected == K.MAX_THREADS
     assert (len(submitted) > 10) == (cpus != 1)  # no helper thread for a one-CPU task
+
+
+def test_a_wait_cut_short_leaves_the_buffers_to_the_helper_until_it_ends(
+    make_partition, monkeypatch
+):
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    monkeypatch.setattr(S, "_SPARE_BUFFERS", [])
+    log = _segment(make_partition)
+    data = log.read_bytes()
+    src = S.SegmentSource(pafs.LocalFileSystem(), str(log), len(data))
+    inside, release = threading.Event(), threading.Event()
+    scan = src._scan
+
+    def held(*args):
+        inside.set()
+        release.wait(10)
+        return scan(*args)
+
+    monkeypatch.setattr(src, "_scan", held)
+    src.prefetch(0, len(data), checksums=True)
+    assert inside.wait(10)  # the helper reads into the other slot's buffers
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    pending = src._pending[2]
+    monkeypatch.setattr(pending, "result", interrupted)  # Ctrl-C while the main thread waits
+    with pytest.raises(KeyboardInterrupt):
+        src.scan_window(0, len(data))
+    closing = threading.Thread(target=src.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # close() waits for the helper ...
+    assert S._SPARE_BUFFERS == []  # ... before any buffer goes to the next source
+    release.set()
+    closing.join(10)
+    assert not closing.is_alive() and pending.done()
+    assert [len(b) for b in S._SPARE_BUFFERS] == [len(data)]
+
+
+def test_an_arena_grown_for_one_large_window_is_not_kept_for_the_rest(monkeypatch):
+    monkeypatch.setattr(S, "_SPARE_BUFFERS", [])
+    src = S.SegmentSource(pafs.LocalFileSystem(), "/nonexistent", 0)
+    small = src._arena(0, 1 << 20)
+    assert len(src._arenas[0]) == (1 << 20) + (1 << 17) and small.shape == (1 << 20,)
+    assert src._arena(0, 900_000).shape == (900_000,)  # fits: the same buffer
+    assert len(src._arenas[0]) == (1 << 20) + (1 << 17)
+    src._arena(0, 24 << 20)  # a window of one large batch
+    assert len(src._arenas[0]) == (24 << 20) + (3 << 20)
+    src._arena(0, 1 << 20)  # back to the usual: the large buffer goes
+    assert len(src._arenas[0]) == (1 << 20) + (1 << 17)
+    src.close()
+    assert sorted(len(b) for b in S._SPARE_BUFFERS) == [(1 << 20) + (1 << 17)]
