@@ -11,11 +11,12 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-# compat mode puts the checkout itself on sys.path (a .pth entry): Spark finds the data source by
-# listing top-level modules (pkgutil.iter_modules), which an import-hook editable install hides.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    -e ".[spark,test,tiered,schemas,dev]" \
-    --config-settings editable_mode=compat
+    -e ".[spark,test,tiered,schemas,dev]"
+# Spark finds the data source by listing top-level modules (pkgutil.iter_modules), which the
+# import hook of an editable install hides: a .pth file puts the checkout itself on sys.path (what
+# setuptools' compat editable mode did; setuptools deprecates that mode).
+bash scripts/checkout_on_path.sh .venv
 # The editable install leaves the compiled kernels next to their sources; fail here if they do not
 # load rather than let everything run on the (slow) pure-Python kernels.
 .venv/bin/python -W error::RuntimeWarning -c "from kafka_segments_ds.records import kernels as k; assert k.COMPILED"

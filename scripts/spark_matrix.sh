@@ -24,8 +24,8 @@ for version in $PYSPARK_VERSIONS; do
     fi
     PIP=("$VENV/bin/python" -m pip --quiet --disable-pip-version-check)
     "${PIP[@]}" install --upgrade pip
-    "${PIP[@]}" install -e ".[spark,test,tiered]" "pyspark==$version" \
-        --config-settings editable_mode=compat
+    "${PIP[@]}" install -e ".[spark,test,tiered]" "pyspark==$version"
+    bash scripts/checkout_on_path.sh "$VENV"
     "$VENV/bin/python" - "$version" <<'PY'
 import sys
 
