@@ -243,12 +243,12 @@ class SegmentSource:
             self._pending = None
             return None
         try:
-            ahead = future.result()
+            return future.result()
         except OSError:
-            ahead = None  # read again in the foreground, where the error is reported
-        # only now: a wait cut short (KeyboardInterrupt) leaves it to close() to wait for
-        self._pending = None
-        return ahead
+            return None  # read again in the foreground, where the error is reported
+        finally:
+            if future.done():  # (a wait cut short by KeyboardInterrupt leaves it to close())
+                self._pending = None
 
     def scan_window(self, position: int, length: int) -> ScannedWindow:
         """The window at ``position`` (the read-ahead one if it matches), framed."""

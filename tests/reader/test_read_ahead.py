@@ -32,6 +32,19 @@ def _segment(make_partition) -> Path:
     return sorted(part.close().glob("*.log"))[0]
 
 
+class _Inline:
+    """A read-ahead pool that runs each job as it is submitted (and lists them)."""
+
+    def __init__(self, submitted: list | None = None) -> None:
+        self.submitted = [] if submitted is None else submitted
+
+    def submit(self, fn, *args):
+        self.submitted.append(args)
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+
 def _window(src: S.SegmentSource, position: int, length: int) -> tuple[bytes, list[int], int]:
     got = src.scan_window(position, length)
     return got.window.tobytes(), got.positions.tolist(), got.stop
@@ -250,6 +263,7 @@ def test_a_count_lie_in_a_window_read_ahead_is_reported_as_in_the_foreground(
     make_partition, monkeypatch
 ):
     monkeypatch.setattr(K, "MAX_THREADS", 2)  # read ahead, whatever the machine
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())  # and never called off
     log, original, positions = _lz4_log(make_partition, "lie-0", 200)
     assert len(original) > 3 * 4096  # the victim is in a window read ahead
     taken = []
@@ -277,6 +291,7 @@ def test_a_count_lie_in_a_window_read_ahead_is_reported_as_in_the_foreground(
 
 def test_a_shallow_read_decompresses_nothing_ahead(make_partition, monkeypatch):
     monkeypatch.setattr(K, "MAX_THREADS", 2)
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())  # every read-ahead runs
     log, _, _ = _lz4_log(make_partition, "shallow-0", 200)
     calls = []
     real = S.decompress_ahead
@@ -286,19 +301,6 @@ def test_a_shallow_read_decompresses_nothing_ahead(make_partition, monkeypatch):
     assert calls == []
     assert read_table(str(log), readChunkBytes=4096).num_rows == 1000
     assert calls  # a deep read of the same log does
-
-
-class _Inline:
-    """A read-ahead pool that runs each job as it is submitted (and lists them)."""
-
-    def __init__(self, submitted: list | None = None) -> None:
-        self.submitted = [] if submitted is None else submitted
-
-    def submit(self, fn, *args):
-        self.submitted.append(args)
-        done: Future = Future()
-        done.set_result(fn(*args))
-        return done
 
 
 def test_the_read_ahead_decompresses_into_its_slots_reused_arena_buffers(
