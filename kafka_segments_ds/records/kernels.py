@@ -55,8 +55,9 @@ def use_task_cpus(cpus: int) -> None:
     """A Spark task's read: as many threads as the task has CPUs (``spark.task.cpus``, 1 by
     default) unless ``KAFKA_SEGMENTS_DS_THREADS`` says otherwise. Spark runs a task on each of
     its cores; a read-ahead thread in each task competes with the other tasks for them
-    (``benchmarks/bench_spark.py --case lz4`` on 2 cores, pyspark 4.1 and 4.3: 1.20-1.26x the
-    Python-source peer with one thread a task, 1.13-1.20x with two)."""
+    (``benchmarks/bench_spark.py --case lz4`` on 2 cores, pyspark 4.1 and 4.3, best of 5
+    rounds: 1.19-1.41x the Python-source peer with one thread a task in 8 runs, 1.13-1.20x
+    with two in 3)."""
     global MAX_THREADS
     if _ENV_THREADS is None:
         MAX_THREADS = max(1, cpus)
