@@ -12,6 +12,8 @@ messages (:mod:`~kafka_segments_ds.reader.legacy`); their rows go to the Arrow c
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 
@@ -98,15 +100,8 @@ class WindowDecoder:
 def _runs(magics: np.ndarray) -> list[tuple[int, int, bool]]:
     """(start, end, is_v2) of the runs of v2 / legacy entries, in order."""
     n = magics.shape[0]
-    if n and (magics == 2).all():
+    is_v2 = magics == 2
+    if n and is_v2.all():
         return [(0, n, True)]
-    runs = []
-    idx = 0
-    while idx < n:
-        end = idx
-        is_v2 = magics[idx] == 2
-        while end < n and (magics[end] == 2) == is_v2:
-            end += 1
-        runs.append((idx, end, bool(is_v2)))
-        idx = end
-    return runs
+    bounds = [0, *(np.flatnonzero(is_v2[1:] != is_v2[:-1]) + 1).tolist(), n] if n else []
+    return [(a, b, bool(is_v2[a])) for a, b in itertools.pairwise(bounds)]

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kafka_segments_ds import InvalidOptionError, iter_batches, read_table
@@ -247,3 +248,19 @@ def test_a_stream_waits_for_topics_that_do_not_exist_yet(tmp_path: Path) -> None
     planner = StreamPlanner([str(empty)], *parse_stream_options({"subscribe": "later"}))
     assert planner.initial_offsets() == {}
     assert planner.next_offsets({}) == {}
+
+
+@pytest.mark.parametrize(
+    ("magics", "runs"),
+    [
+        ([], []),
+        ([2, 2, 2], [(0, 3, True)]),
+        ([1], [(0, 1, False)]),
+        ([0, 1, 1, 2, 2, 0, 2], [(0, 3, False), (3, 5, True), (5, 6, False), (6, 7, True)]),
+        ([2, 0], [(0, 1, True), (1, 2, False)]),
+    ],
+)
+def test_a_windows_entries_split_into_runs_of_v2_and_legacy(magics, runs):
+    from kafka_segments_ds.reader.window import _runs
+
+    assert _runs(np.array(magics, np.int64)) == runs
