@@ -476,8 +476,9 @@ def _read_partition(
     from kafka_segments_ds.records import kernels
 
     context = TaskContext.get()
-    if context is not None and context.cpus():
-        kernels.use_task_cpus(context.cpus())
+    cpus = context.cpus() if context is not None else None
+    if cpus:
+        kernels.use_task_cpus(cpus)
     batches = read_tasks(partition.tasks, options, columns)  # type: ignore[attr-defined]
     return join_small_batches(batches, options)
 

@@ -84,7 +84,7 @@ def frame_window(
             sums = (v2, batch_checksums(window, v2, ends))
     ahead = (
         decompress_ahead(window, positions, magics, sums, max_decompressed, arena_buffer)
-        if max_decompressed is not None
+        if max_decompressed is not None and arena_buffer is not None
         else None
     )
     return ScannedWindow(window, positions, magics, int(outcome), int(stop), sums, ahead)

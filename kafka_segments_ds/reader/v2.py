@@ -49,9 +49,9 @@ class Decompressed:
     """A window's compressed batches, decompressed ahead (by the reader's read-ahead thread)."""
 
     positions: np.ndarray  # the window's batches, in order
-    # their decompressed records, one after another, addressed from len(window) on (bytes, or
-    # a view of the read-ahead slot's reused arena buffer)
-    arena: bytes | memoryview
+    # their decompressed records, one after another, addressed from len(window) on (a view of
+    # the read-ahead slot's reused arena buffer)
+    arena: memoryview
     src_start: np.ndarray  # where each batch's records start (in the window or the arena) ...
     src_end: np.ndarray  # ... and end
 
@@ -417,7 +417,7 @@ def decompress_ahead(
     magics: np.ndarray,
     checksums: tuple[np.ndarray, np.ndarray] | None,
     max_decompressed_bytes: int,
-    arena_buffer: Callable[[int], np.ndarray] | None = None,
+    arena_buffer: Callable[[int], np.ndarray],
 ) -> Decompressed | None:
     """Decompress a window's compressed batches ahead of time (the reader's read-ahead thread:
     the codecs release the GIL).
@@ -435,7 +435,7 @@ def decompress_ahead(
     a default-threads read of the plain log took 0.047 s with the kernel on the main thread
     and 0.067 s with it on the helper; of the lz4 log, 0.113 s and 0.126 s).
 
-    ``arena_buffer(n)``, if given, returns ``n`` bytes of a buffer reused from window to window
+    ``arena_buffer(n)`` returns ``n`` bytes of a buffer reused from window to window
     to hold the arena. A new one each window is a large block malloc'd on the helper thread:
     glibc serves it from that thread's arena and hands the pages back to the system when it is
     freed, so every window faulted them in again (15,000-50,000 page faults a read of the lz4
@@ -485,8 +485,6 @@ def decompress_ahead(
         start[i] = address
         address += len(data)
         end[i] = address
-    if arena_buffer is None:
-        return Decompressed(positions, b"".join(blobs), start, end)
     out = arena_buffer(address - window.shape[0]).data
     at = 0
     for blob in blobs:
