@@ -39,6 +39,9 @@ EXTENSIONS = [
         "kafka_segments_ds.records._kernels", f"{RECORDS}/_kernels.pyx", (f"{RECORDS}/_bytes.pxd",)
     ),
     _extension(
+        "kafka_segments_ds.records._legacy", f"{RECORDS}/_legacy.pyx", (f"{RECORDS}/_bytes.pxd",)
+    ),
+    _extension(
         "kafka_segments_ds.records._encoder",
         f"{RECORDS}/_encoder.pyx",
         (f"{RECORDS}/_crc32c.h", f"{RECORDS}/_crc32c.pxd", f"{RECORDS}/_bytes.pxd"),

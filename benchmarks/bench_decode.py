@@ -61,10 +61,7 @@ def build_log(path: Path, records: int, codec: int) -> None:
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(1)
-    alphabet = np.frombuffer(b'abcdefghijklmnopqrstuvwxyz0123456789 ,:{}"', np.uint8)
-    values = alphabet[rng.integers(0, alphabet.shape[0], size=(4096, VALUE_BYTES))]
-    value_list = [bytes(v) for v in values]
+    value_list = sample_values()
     ts = 1_700_000_000_000
     offset = 0
     tmp = path.with_suffix(".tmp")
@@ -86,6 +83,13 @@ def build_log(path: Path, records: int, codec: int) -> None:
                 batch = bytearray(_recompress(bytes(batch), codec))
             out.write(batch)
     os.replace(tmp, path)
+
+
+def sample_values() -> list[bytes]:
+    """4096 JSON-like values of VALUE_BYTES, the same in every run (records cycle through them)."""
+    rng = np.random.default_rng(1)
+    alphabet = np.frombuffer(b'abcdefghijklmnopqrstuvwxyz0123456789 ,:{}"', np.uint8)
+    return [bytes(v) for v in alphabet[rng.integers(0, alphabet.shape[0], (4096, VALUE_BYTES))]]
 
 
 def _recompress(batch: bytes, codec: int) -> bytes:

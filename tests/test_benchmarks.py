@@ -32,6 +32,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--records", "2000", "--repeat", "1", "--data", "{data}"],
         ["aiokafka (C)", "CPU ratio", "cramjam only", "zstd:"],
     ),
+    "legacy": (
+        "bench_legacy.py",
+        ["--records", "2000", "--repeat", "1", "--data", "{data}"],
+        ["magic 1, uncompressed: 2,000 records", "magic 1, gzip:", "ratio vs gzip"],
+    ),
     "cli": (
         "bench_cli.py",
         ["--mb", "1", "--repeat", "1", "--data", "{data}"],

@@ -29,6 +29,7 @@ from kafka_segments_ds.cli import jsonl_kernels as J
 from kafka_segments_ds.records import crc_kernels as C
 from kafka_segments_ds.records import encoder as E
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records import legacy_kernels as LK
 from kafka_segments_ds.records._compiled import PURE_PYTHON_ENV
 from kafka_segments_ds.records.builder import RecordSpec, encode_batch
 from kafka_segments_ds.records.v2 import decode_batch_header, iter_records
@@ -261,7 +262,8 @@ def test_pure_python_path_passes_the_kernel_and_fast_path_tests() -> None:
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
          "tests/reader/test_fast_path.py", "tests/records/test_crc_kernels.py",
          "tests/records/test_varint.py", "tests/test_kernel_paths.py", "tests/cli/test_cli.py",
-         "tests/writer/test_write_crosscheck.py", "-m", "not spark"],
+         "tests/writer/test_write_crosscheck.py", "tests/records/test_legacy_kernels.py",
+         "tests/reader/test_legacy_run.py", "-m", "not spark"],
         cwd=ROOT, capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -269,15 +271,16 @@ def test_pure_python_path_passes_the_kernel_and_fast_path_tests() -> None:
 
 
 def test_pure_python_path_is_what_the_environment_asks_for() -> None:
-    assert K.COMPILED is C.COMPILED is E.COMPILED is J.COMPILED
+    assert K.COMPILED is C.COMPILED is E.COMPILED is J.COMPILED is LK.COMPILED
     if PURE:
         assert not K.COMPILED
         assert K.hop_entries is K.PURE_PYTHON["hop_entries"]
+        assert LK.read_messages is LK.PURE_PYTHON["read_messages"]
 
 
 _BROKEN = """
 import sys, warnings
-for name in ("_kernels", "_crc", "_encoder"):
+for name in ("_kernels", "_crc", "_encoder", "_legacy"):
     sys.modules["kafka_segments_ds.records." + name] = None  # import raises ImportError
 sys.modules["kafka_segments_ds.cli._jsonl"] = None
 with warnings.catch_warnings(record=True) as caught:
@@ -311,7 +314,8 @@ def test_a_broken_extension_gives_one_warning_and_the_package_still_reads(
 def test_importing_the_package_loads_no_kernels() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, kafka_segments_ds; print(sorted(m for m in "
-         "sys.modules if 'kernels' in m or m.split('.')[-1] in ('_crc', '_encoder', '_jsonl')))"],
+         "sys.modules if 'kernels' in m or m.split('.')[-1] in ('_crc', '_encoder', '_jsonl',"
+         " '_legacy')))"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == "[]"

@@ -104,7 +104,7 @@ def test_wheel_is_manylinux_and_holds_the_package_only(wheel: Path) -> None:
     assert not [n for n in names if n.endswith(".c")]  # Cython's generated C
     assert not [n for n in names if "tests/" in n or "/test_" in n or "conftest" in n]
     compiled = sorted(n.rsplit("/", 1)[1].split(".")[0] for n in names if n.endswith(".so"))
-    assert compiled == ["_crc", "_encoder", "_jsonl", "_kernels"]
+    assert compiled == ["_crc", "_encoder", "_jsonl", "_kernels", "_legacy"]
     # auditwheel grafted no library: the kernels need nothing beyond the C library
     assert not [n for n in names if ".libs/" in n]
 

@@ -207,13 +207,16 @@ def entry_table(
         headers = K.parse_v2_headers(data, positions[v2])
         last[v2] = headers[:, K.H_BASE_OFFSET] + headers[:, K.H_LOD]
         max_ts[v2] = headers[:, K.H_MAX_TS]
-    legacy = np.nonzero(~v2)[0]
-    for i in legacy.tolist():
-        p = int(positions[i])
-        last[i] = int.from_bytes(data[p : p + 8].tobytes(), "big", signed=True)
-        if magics[i] == 1:
-            max_ts[i] = int.from_bytes(data[p + 18 : p + 26].tobytes(), "big", signed=True)
+    if not v2.all():  # legacy: the offset field; magic 1: the timestamp
+        last[~v2] = _big_endian_int64(data, positions[~v2])
+        one = magics == 1
+        max_ts[one] = _big_endian_int64(data, positions[one] + 18)
     return EntryTable(positions, sizes, magics, last, max_ts, stop, outcome)
+
+
+def _big_endian_int64(data: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The big-endian int64 at each of ``positions`` (inside whole entries) of ``data``."""
+    return data[positions[:, None] + np.arange(8)].view(">i8").ravel().astype(np.int64)
 
 
 def require_complete(table: EntryTable, length: int, path: str | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
@@ -147,3 +148,27 @@ def test_rebuild_reads_the_log_as_it_is_now_not_as_listed(tmp_path: Path) -> Non
     ]
     assert len(offset_index) // 8 == len(facts) - 1
     assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("window", [97, 4 << 20])
+def test_the_scan_finds_every_entry_failing_its_checksum(tmp_path: Path, window: int) -> None:
+    """Magic 0, 1 (wrappers) and 2 entries, damaged in their bodies or their stored CRCs: the
+    scan lists exactly the entries ``has_valid_checksum`` fails, whatever the window."""
+    from kafka_segments_ds.cli.log_scan import scan_log
+    from kafka_segments_ds.layout import SegmentRef
+    from kafka_segments_ds.records.batches import has_valid_checksum
+
+    data, facts = _log()
+    damaged = bytearray(data)
+    for entry, at in ((0, 200), (2, 12), (4, 15), (5, 40), (7, 17), (9, 100), (11, 20)):
+        damaged[facts[entry][0] + at] ^= 0x10  # body bytes, or a byte of the stored CRC
+    path = tmp_path / f"{BASE:020d}.log"
+    path.write_bytes(bytes(damaged))
+    segment = SegmentRef(str(path), BASE, len(damaged), None, None, None)
+    scan = scan_log(pafs.LocalFileSystem(), segment, str(path), window, checksums=True)
+    whole = np.frombuffer(bytes(damaged), np.uint8)
+    expected = [p for p, size, _, _ in facts if not has_valid_checksum(whole[p : p + size])]
+    assert len(expected) == 7
+    assert scan.bad_checksums == expected
+    clean = scan_log(pafs.LocalFileSystem(), segment, str(path), window, checksums=False)
+    assert clean.bad_checksums is None

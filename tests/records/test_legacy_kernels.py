@@ -1,0 +1,189 @@
+"""Tests for kafka_segments_ds.records.legacy_kernels: both paths (compiled, pure Python) against
+each other and against the reference decoder (records/legacy.py), on intact and damaged
+messages."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_segments_ds.errors import CorruptSegmentError
+from kafka_segments_ds.records import legacy_kernels as LK
+from kafka_segments_ds.records.builder import encode_legacy_message
+from kafka_segments_ds.records.legacy import CODEC_MASK, LOG_OVERHEAD, decode_legacy_message
+
+NAMES = ("read_messages", "walk_inner", "crc32_range", "crc32_ranges")
+PATHS = {"active": tuple(getattr(LK, n) for n in NAMES)}
+PATHS["pure"] = tuple(LK.PURE_PYTHON[n] for n in NAMES)
+
+blobs = st.one_of(st.none(), st.binary(max_size=30))
+messages = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1]),  # magic
+        st.sampled_from([0, 0, 0, 0x08, 0x01, 0x02, 0x04, 0x07]),  # attributes
+        st.integers(-(2**62), 2**62),  # offset
+        st.integers(-1, 2**45),  # timestamp
+        blobs,
+        blobs,
+    ),
+    min_size=1,
+    max_size=12,
+)
+# damage: (position as a fraction of the buffer, xor mask); a cut of the end
+damages = st.lists(st.tuples(st.floats(0, 0.999), st.integers(1, 255)), max_size=3)
+
+
+def _encode(msgs: list[tuple[int, int, int, int, bytes | None, bytes | None]]) -> bytes:
+    return b"".join(
+        encode_legacy_message(offset=o, magic=m, key=k, value=v, timestamp=t, attributes=a)
+        for m, a, o, t, k, v in msgs
+    )
+
+
+def _damaged(data: bytes, damage: list[tuple[float, int]], cut: int) -> np.ndarray:
+    out = bytearray(data)
+    for where, mask in damage:
+        out[int(where * len(out))] ^= mask
+    return np.frombuffer(bytes(out[: max(0, len(out) - cut)]), np.uint8)
+
+
+def _framed(buf: np.ndarray) -> list[int]:
+    """Entry positions by their size fields (as the window's framing finds them)."""
+    positions, pos = [], 0
+    while len(buf) - pos >= LOG_OVERHEAD:
+        positions.append(pos)
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        if size < 14:
+            break
+        pos += LOG_OVERHEAD + size
+    return positions
+
+
+def _reference(buf: np.ndarray, pos: int, verify: bool) -> tuple[int, ...] | None:
+    """The kernel's fields of the message at ``pos`` per the reference decoder, or None."""
+    try:
+        m = decode_legacy_message(buf.data, pos, verify_checksum=verify)
+    except CorruptSegmentError:
+        return None
+    cursor = pos + (18 if m.magic == 0 else 26)
+    kpos, klen = (0, -1) if m.key is None else (cursor + 4, len(m.key))
+    cursor += 4 + max(klen, 0)
+    vpos, vlen = (0, -1) if m.value is None else (cursor + 4, len(m.value))
+    return (pos, m.offset, m.magic, m.attributes, m.timestamp, kpos, klen, vpos, vlen)
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_crc32_is_zlibs(path: str) -> None:
+    crc32_range = PATHS[path][2]
+    data = np.frombuffer(bytes(range(256)) * 5, np.uint8)
+    for start in (0, 1, 7):
+        for length in [*range(0, 40), 255, 1000]:
+            expected = zlib.crc32(data[start : start + length].tobytes())
+            assert int(crc32_range(data, start, start + length)) == expected, (start, length)
+    with pytest.raises(ValueError, match="outside a buffer of 1280 bytes"):
+        crc32_range(data, 10, 1281)
+    crc32_ranges = PATHS[path][3]
+    starts = np.array([0, 5, 100, 1279, 1280], np.int64)
+    ends = np.array([1280, 5, 371, 1280, 1280], np.int64)
+    expected = [zlib.crc32(data[a:b].tobytes()) for a, b in zip(starts, ends, strict=True)]
+    assert crc32_ranges(data, starts, ends).tolist() == expected
+    with pytest.raises(ValueError, match=r"range \[7, 6\) outside a buffer of 1280 bytes"):
+        crc32_ranges(data, np.array([0, 7]), np.array([1, 6]))
+    with pytest.raises(ValueError, match="differ in length"):
+        crc32_ranges(data, np.array([0, 7]), np.array([1]))
+
+
+@settings(max_examples=150)
+@given(messages, damages, st.integers(0, 30), st.booleans())
+def test_read_messages_stops_where_the_reference_decoder_fails(
+    msgs: list, damage: list, cut: int, verify: bool
+) -> None:  # type: ignore[type-arg]
+    buf = _damaged(_encode(msgs), damage, cut)
+    positions = np.array(_framed(buf), np.int64)
+    expected = []
+    for p in positions.tolist():
+        fields = _reference(buf, p, verify)
+        if fields is None:
+            break
+        expected.append(fields)
+    for path, (read_messages, *_) in PATHS.items():
+        fields, count = read_messages(buf, positions, verify)
+        assert count == len(expected), path
+        assert [tuple(c) for c in fields[:, :count].T.tolist()] == expected, path
+    if not damage and not cut:  # intact: every message, its key and value at their positions
+        assert count == len(msgs)
+        for (_, _, _, _, key, value), column in zip(msgs, fields.T, strict=True):
+            for blob, where, length in ((key, LK.KPOS, LK.KLEN), (value, LK.VPOS, LK.VLEN)):
+                got = None if column[length] < 0 else buf[column[where] :][: column[length]]
+                assert got is None if blob is None else bytes(got) == blob
+
+
+def _reference_inner(payload: np.ndarray, verify: bool) -> tuple[list[tuple[int, ...]], bool]:
+    """The walk of records.legacy.expand_wrapper over a payload: (fields, bad)."""
+    out, pos = [], 0
+    while len(payload) - pos >= LOG_OVERHEAD:
+        size = struct.unpack_from(">i", payload, pos + 8)[0]
+        if size < 14:
+            return out, True
+        if pos + LOG_OVERHEAD + size > len(payload):
+            break
+        fields = _reference(payload, pos, verify)
+        if fields is None or fields[LK.ATTRIBUTES] & CODEC_MASK:
+            return out, True
+        out.append(fields)
+        pos += LOG_OVERHEAD + size
+    return out, False
+
+
+@settings(max_examples=150)
+@given(messages, damages, st.integers(0, 30), st.booleans())
+def test_walk_inner_is_the_reference_walk(msgs: list, damage: list, cut: int, verify: bool) -> None:  # type: ignore[type-arg]
+    payload = _damaged(_encode(msgs), damage, cut)
+    expected, expected_bad = _reference_inner(payload, verify)
+    for path, (_, walk_inner, *_) in PATHS.items():
+        fields, bad, stop = walk_inner(payload, verify)
+        assert (bad, [tuple(c) for c in fields.T.tolist()]) == (expected_bad, expected), path
+        assert fields.shape == (LK.N_FIELDS, len(expected))
+        after = 0  # where the walk stopped: after the last message it took
+        if expected:
+            after = expected[-1][0] + LOG_OVERHEAD
+            after += struct.unpack_from(">i", payload, expected[-1][0] + 8)[0]
+        assert stop == after, path
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_read_messages_refuses_positions_outside_the_buffer(path: str) -> None:
+    read_messages = PATHS[path][0]
+    buf = np.frombuffer(encode_legacy_message(offset=3, magic=1, key=b"k", value=b"v"), np.uint8)
+    fields, count = read_messages(buf, np.array([], np.int64), True)
+    assert (fields.shape, count) == ((LK.N_FIELDS, 0), 0)
+    fields, count = read_messages(buf, np.array([0], np.int64), True)
+    assert count == 1 and fields[:, 0].tolist() == [0, 3, 1, 0, -1, 30, 1, 35, 1]
+    with pytest.raises(ValueError, match=f"position {len(buf) + 1} outside a buffer"):
+        read_messages(buf, np.array([0, len(buf) + 1], np.int64), True)
+    with pytest.raises(ValueError, match="position -1 outside a buffer"):
+        read_messages(buf, np.array([-1], np.int64), True)
+    # a position at the very end, or short of a header: malformed, not an error of the call
+    assert read_messages(buf, np.array([len(buf)], np.int64), True)[1] == 0
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_an_inner_size_field_cannot_outgrow_the_payload(path: str) -> None:
+    walk_inner = PATHS[path][1]
+    one = encode_legacy_message(offset=0, magic=0, key=None, value=b"x")
+    huge = bytearray(one)
+    huge[8:12] = struct.pack(">i", 2**31 - 1)  # a size past the payload: the walk ends there
+    fields, bad, stop = walk_inner(np.frombuffer(one + bytes(huge), np.uint8), True)
+    assert (fields.shape[1], bad, stop) == (1, False, len(one))
+    small = bytearray(one)
+    small[8:12] = struct.pack(">i", 13)  # below any message: malformed
+    fields, bad, stop = walk_inner(np.frombuffer(one + bytes(small), np.uint8), True)
+    assert (fields.shape[1], bad, stop) == (1, True, len(one))
+    compressed = encode_legacy_message(offset=1, magic=0, key=None, value=b"x", attributes=1)
+    fields, bad, stop = walk_inner(np.frombuffer(one + compressed, np.uint8), True)
+    assert (fields.shape[1], bad, stop) == (1, True, len(one))
