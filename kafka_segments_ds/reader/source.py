@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import StorageError
 from kafka_segments_ds.reader.v2 import Decompressed, batch_checksums, decompress_ahead
+from kafka_segments_ds.reader.wrappers import decompress_wrappers_ahead
 from kafka_segments_ds.records import kernels as K
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,9 @@ def frame_window(
     arena_buffer: Callable[[int], np.ndarray] | None = None,
 ) -> ScannedWindow:
     """Frame ``window``; on the read-ahead thread also checksum it and, given
-    ``max_decompressed``, decompress its compressed batches into ``arena_buffer`` (see
-    ``v2.decompress_ahead``; all of which release the GIL while the main thread works)."""
+    ``max_decompressed``, decompress its compressed batches (or legacy wrappers) into
+    ``arena_buffer`` (see ``v2.decompress_ahead`` and ``wrappers.decompress_wrappers_ahead``; all
+    of which release the GIL while the main thread works)."""
     positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
     sums = None
     if checksums:
@@ -82,11 +84,15 @@ def frame_window(
         if v2.shape[0]:
             ends = v2 + K.parse_v2_headers(window, v2)[:, K.H_LENGTH] + 12
             sums = (v2, batch_checksums(window, v2, ends))
-    ahead = (
-        decompress_ahead(window, positions, magics, sums, max_decompressed, arena_buffer)
-        if max_decompressed is not None and arena_buffer is not None
-        else None
-    )
+    ahead = None
+    if max_decompressed is not None and arena_buffer is not None:
+        ahead = (
+            decompress_ahead(window, positions, magics, sums, max_decompressed, arena_buffer)
+            if (magics == 2).all()
+            else decompress_wrappers_ahead(
+                window, positions, magics, checksums, max_decompressed, arena_buffer
+            )
+        )
     return ScannedWindow(window, positions, magics, int(outcome), int(stop), sums, ahead)
 
 

@@ -85,7 +85,7 @@ class WindowDecoder:
                     state, window, base, run, parts, scratch_free, checksums, decompressed
                 )
             else:
-                fault = decode_legacy_run(state, window, base, run, parts)
+                fault = decode_legacy_run(state, window, base, run, parts, decompressed)
             if fault is not None or state.reached_end:
                 break
         if not parts.rows:

@@ -5,7 +5,8 @@
 The message checks are those of the reference decoder
 (:func:`kafka_segments_ds.records.legacy.decode_legacy_message`), in its order; a message that
 fails one stops the walk, and the caller asks the reference decoder what is wrong with it.
-CRC-32 (IEEE, zlib's polynomial) is a slicing-by-8 table walk.
+CRC-32 (IEEE) is zlib's ``crc32`` when the module is handed its address (see
+``legacy_kernels``), else a slicing-by-8 table walk.
 """
 
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint32_t
@@ -36,7 +37,34 @@ cdef void _fill_table() noexcept:
 _fill_table()
 
 
+ctypedef unsigned long (*zlib_crc32_t)(unsigned long, const unsigned char *, unsigned int) noexcept nogil
+cdef zlib_crc32_t _zlib_crc32 = NULL
+
+
+def use_zlib_crc32(size_t address):
+    """Checksum with zlib's ``crc32`` at ``address`` (0: the table walk here)."""
+    global _zlib_crc32
+    _zlib_crc32 = <zlib_crc32_t>address
+
+
+def zlib_crc32_in_use():
+    return _zlib_crc32 != NULL
+
+
 cdef uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef unsigned long c = 0
+    cdef Py_ssize_t step
+    if _zlib_crc32 == NULL:
+        return _crc32_tables(p, n)
+    while n > 0:  # zlib takes a 32-bit length
+        step = n if n < (1 << 30) else (1 << 30)
+        c = _zlib_crc32(c, p, <unsigned int>step)
+        p += step
+        n -= step
+    return <uint32_t>c
+
+
+cdef uint32_t _crc32_tables(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     cdef uint32_t c = ~(<uint32_t>0)
     while n >= 8:
         c ^= (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) \
@@ -57,6 +85,12 @@ def crc32_range(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end):
     if start < 0 or end < start or end > buf.shape[0]:
         raise ValueError(f"range [{start}, {end}) outside a buffer of {buf.shape[0]} bytes")
     return crc32_of(ptr(buf) + start, end - start)
+
+
+def crc32_tables_range(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end):
+    if start < 0 or end < start or end > buf.shape[0]:
+        raise ValueError(f"range [{start}, {end}) outside a buffer of {buf.shape[0]} bytes")
+    return _crc32_tables(ptr(buf) + start, end - start)
 
 
 def crc32_ranges(const uint8_t[::1] buf, starts, ends):

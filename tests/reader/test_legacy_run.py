@@ -5,6 +5,7 @@ options."""
 
 from __future__ import annotations
 
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ from hypothesis import strategies as st
 
 import kafka_segments_ds as ksd
 from kafka_segments_ds.errors import KafkaSegmentsError
+from kafka_segments_ds.reader import legacy as LG
+from kafka_segments_ds.reader import source as S
+from kafka_segments_ds.reader import wrappers as L
+from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records import legacy_kernels as LK
 from kafka_segments_ds.records.builder import (
     RecordSpec,
@@ -24,11 +29,16 @@ from kafka_segments_ds.records.builder import (
     encode_legacy_message,
 )
 from kafka_segments_ds.records.compression import compress
+from tests.reader.test_read_ahead import _Inline
 
 TS = 1_700_000_000_000
 blobs = st.one_of(st.none(), st.binary(max_size=12))
-# an entry: ("plain", magic, log-append-time, key, value) | ("wrapper", magic, codec, n, lat) |
-# ("v2", n) | ("jump", delta): the next offset moves (backwards too)
+# wrappers as brokers write them, and as the reference decoder refuses or takes them
+VARIANTS = ["ok", "ok", "ok", "producer0", "contradict", "inner0", "trailing", "null", "empty"]
+# an entry: ("plain", magic, log-append-time, key, value) |
+# ("wrapper", magic, codec, n, log-append-time, variant) | ("v2", n) |
+# ("jump", delta): the next offset moves (backwards too) | ("segment", delta): a new segment
+# starts, its base offset the next offset + delta
 entries = st.lists(
     st.one_of(
         st.tuples(st.just("plain"), st.sampled_from([0, 1]), st.booleans(), blobs, blobs),
@@ -38,9 +48,11 @@ entries = st.lists(
             st.sampled_from([1, 2, 3]),
             st.integers(1, 5),
             st.booleans(),
+            st.sampled_from(VARIANTS),
         ),
         st.tuples(st.just("v2"), st.integers(1, 3)),
         st.tuples(st.just("jump"), st.integers(-3, 4)),
+        st.tuples(st.just("segment"), st.sampled_from([-2, 0, 0, 1])),
     ),
     min_size=1,
     max_size=25,
@@ -55,12 +67,41 @@ options = st.fixed_dictionaries(
         "startingOffsets": st.integers(0, 20).map(lambda o: f'{{"t":{{"0":{o}}}}}'),
         "endingOffsets": st.integers(20, 50).map(lambda o: f'{{"t":{{"0":{o}}}}}'),
         "readChunkBytes": st.sampled_from([4096]),
+        "maxDecompressedBytes": st.sampled_from([1024]),  # the least allowed
     },
 )
 
 
-def _log(spec: list[tuple[Any, ...]]) -> bytes:
-    out, offset = b"", 0
+def _wrapper(offset: int, magic: int, codec: int, n: int, lat: bool, variant: str) -> bytes:
+    """A wrapper of ``n`` messages from ``offset``; inner timestamps of their own, which
+    LogAppendTime replaces by the wrapper's."""
+    inner_magic = 0 if variant == "inner0" else magic
+    relative = [offset + i if magic == 0 else i for i in range(n)]
+    if variant == "contradict":
+        relative = relative[::-1] if n > 1 else [-1]
+    inner = b"".join(
+        encode_legacy_message(
+            offset=o, magic=inner_magic, key=b"k%d" % i, value=b"v" * (i * 60), timestamp=TS + i
+        )
+        for i, o in enumerate(relative)
+    )
+    if variant == "trailing":
+        inner += bytes(range(20))
+    value = (
+        None
+        if variant == "null"
+        else compress(codec, b"" if variant == "empty" else inner, magic=magic)
+    )
+    return encode_legacy_message(
+        offset=0 if variant == "producer0" and magic == 1 else offset + n - 1, magic=magic,
+        key=None, value=value, timestamp=TS + 99,
+        attributes=codec | (0x08 if lat and magic == 1 else 0),
+    )  # fmt: skip
+
+
+def _log(spec: list[tuple[Any, ...]]) -> list[tuple[int, bytes]]:
+    """Segments: (base offset, bytes)."""
+    segments, out, offset, base = [], b"", 0, 0
     for entry in spec:
         if entry[0] == "plain":
             _, magic, lat, key, value = entry
@@ -71,28 +112,18 @@ def _log(spec: list[tuple[Any, ...]]) -> bytes:
             )  # fmt: skip
             offset += 1
         elif entry[0] == "wrapper":
-            _, magic, codec, n, lat = entry
-            # inner timestamps of their own, which LogAppendTime replaces by the wrapper's
-            inner = b"".join(
-                encode_legacy_message(
-                    offset=offset + i if magic == 0 else i, magic=magic, key=b"k%d" % i,
-                    value=b"v" * i, timestamp=TS + i,
-                )
-                for i in range(n)
-            )  # fmt: skip
-            out += encode_legacy_message(
-                offset=offset + n - 1, magic=magic, key=None,
-                value=compress(codec, inner, magic=magic), timestamp=TS + 99,
-                attributes=codec | (0x08 if lat and magic == 1 else 0),
-            )  # fmt: skip
-            offset += n
+            out += _wrapper(offset, *entry[1:])
+            offset += entry[3]
         elif entry[0] == "v2":
             specs = [RecordSpec(key=None, value=b"b%d" % i, timestamp=TS) for i in range(entry[1])]
             out += encode_batch(specs, base_offset=offset)
             offset += entry[1]
-        else:
+        elif entry[0] == "jump":
             offset = max(0, offset + entry[1])
-    return out
+        elif out:
+            segments.append((base, out))
+            out, base = b"", max(base + 1, offset + entry[1])
+    return [*segments, (base, out)]
 
 
 def _read(path: Path, opts: dict[str, Any]) -> pa.Table | tuple[str, str]:
@@ -120,16 +151,20 @@ def _per_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_columnar_path_returns_what_the_per_entry_path_returns(
     spec: list[tuple[Any, ...]], opts: dict[str, Any], damage: list[tuple[float, int]]
 ) -> None:
-    data = bytearray(_log(spec))
-    for where, mask in damage if data else []:
-        data[int(where * len(data))] ^= mask
+    segments = _log(spec)
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
-        segment = Path(tmp) / "t-0" / "00000000000000000000.log"
-        segment.parent.mkdir()
-        segment.write_bytes(bytes(data))
-        fast = _read(segment.parent, opts)
+        partition = Path(tmp) / "t-0"
+        partition.mkdir()
+        for base, data in segments:
+            damaged = bytearray(data)
+            for where, mask in damage if damaged else []:
+                damaged[int(where * len(damaged))] ^= mask
+            (partition / f"{base:020d}.log").write_bytes(bytes(damaged))
+        monkeypatch.setattr(K, "MAX_THREADS", 2)  # windows read (and decompressed) ahead ...
+        monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())  # ... every time
+        fast = _read(partition, opts)
         _per_entry(monkeypatch)
-        slow = _read(segment.parent, opts)
+        slow = _read(partition, opts)
     if isinstance(fast, pa.Table) and isinstance(slow, pa.Table):
         assert fast.equals(slow)
     else:
@@ -140,7 +175,8 @@ def test_a_stretch_of_plain_messages_is_decoded_by_one_kernel_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Keys and values are those written; the kernel runs once for the run of 300 messages and
-    the wrapper among them, which takes the per-entry path."""
+    the LogAppendTime wrapper among them (read deep: the wrapper path), and the per-entry path
+    takes none of them."""
     log = b"".join(
         encode_legacy_message(offset=o, magic=1, key=b"k%d" % o, value=b"v" * (o % 7),
                               timestamp=TS + o)
@@ -169,8 +205,12 @@ def test_a_stretch_of_plain_messages_is_decoded_by_one_kernel_call(
         return real(buf, positions, verify)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(LK, "read_messages", counted)
+    one_by_one: list[int] = []
+    real_one = LG._one_entry
+    monkeypatch.setattr(LG, "_one_entry", lambda *a: one_by_one.append(1) or real_one(*a))
     table = ksd.read_table(str(segment.parent), includeMetadata=True)
     assert calls == [301]
+    assert one_by_one == []
     assert table["offset"].to_pylist() == list(range(303))
     assert table["key"].to_pylist()[:150] == [b"k%d" % o for o in range(150)]
     assert table["key"].to_pylist()[150:] == [None] * 153
@@ -181,3 +221,78 @@ def test_a_stretch_of_plain_messages_is_decoded_by_one_kernel_call(
     ts = table["timestamp"].cast(pa.int64()).to_pylist()
     assert ts[149:153] == [(TS + 149) * 1000, (TS + 7) * 1000, (TS + 7) * 1000, (TS + 7) * 1000]
     assert table["magic"].to_pylist()[149:154] == [1, 1, 1, 1, 0]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3])
+def test_the_read_ahead_decompresses_the_wrappers_of_the_next_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: int
+) -> None:
+    """Windows of wrappers read ahead: their payloads come from the helper's arena (the
+    foreground decompresses only the first window's), and the rows are a one-thread read's."""
+    log = b""
+    for w in range(40):  # 40 wrappers of 5 incompressible messages: ~20 windows of 4 KiB
+        inner = b"".join(
+            encode_legacy_message(
+                offset=i, magic=1, key=b"k%d" % (5 * w + i),
+                value=random.Random(5 * w + i).randbytes(300), timestamp=TS,
+            )
+            for i in range(5)
+        )  # fmt: skip
+        log += encode_legacy_message(
+            offset=5 * w + 4, magic=1, key=None, value=compress(codec, inner, magic=1),
+            timestamp=TS, attributes=codec,
+        )  # fmt: skip
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(log)
+    monkeypatch.setattr(K, "MAX_THREADS", 1)
+    alone = ksd.read_table(str(segment.parent), readChunkBytes=4096, includeMetadata=True)
+    assert alone["offset"].to_pylist() == list(range(200))
+    assert alone["value"].to_pylist()[7] == random.Random(7).randbytes(300)
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())
+    ahead: list[int] = []  # wrappers decompressed ahead, by window read ahead
+    calls = {"helper": 0, "foreground": 0}
+    where = ["foreground"]
+    real_ahead, real_decompress = S.decompress_wrappers_ahead, L.decompress
+
+    def spy(*args: Any) -> Any:
+        where[0] = "helper"
+        got = real_ahead(*args)
+        where[0] = "foreground"
+        ahead.append(0 if got is None else got.positions.shape[0])
+        return got
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        calls[where[0]] += 1
+        return real_decompress(*args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(S, "decompress_wrappers_ahead", spy)
+    monkeypatch.setattr(L, "decompress", counted)
+    table = ksd.read_table(str(segment.parent), readChunkBytes=4096, includeMetadata=True)
+    assert table.equals(alone)
+    assert len(ahead) >= 15 and sum(ahead) == calls["helper"] >= 35
+    assert calls["foreground"] == 40 - sum(ahead)  # the first window's, read in the foreground
+
+
+def test_wrappers_are_decompressed_once_however_many_faults_a_window_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 wrappers in one window, every 10th going back in offsets (DROPMALFORMED drops it and
+    reads on after it): each is decompressed once, the dropped ones too (the per-entry path
+    judges them as the wrapper path walked them); not once more for every fault before it."""
+    log, offset = b"", 0
+    for w in range(300):
+        back = w % 10 == 9
+        log += _wrapper(offset - 5 if back else offset, 1, 1, 3, False, "ok")
+        offset += 0 if back else 3
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(log)
+    monkeypatch.setattr(K, "MAX_THREADS", 1)
+    calls = []
+    real = L.decompress
+    monkeypatch.setattr(L, "decompress", lambda *a, **k: calls.append(1) or real(*a, **k))
+    table = ksd.read_table(str(segment.parent), mode="DROPMALFORMED", readChunkBytes=1 << 20)
+    assert table["offset"].to_pylist() == list(range(270 * 3))
+    assert len(calls) == 300

@@ -5,6 +5,7 @@ messages."""
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 
 import numpy as np
@@ -17,7 +18,7 @@ from kafka_segments_ds.records import legacy_kernels as LK
 from kafka_segments_ds.records.builder import encode_legacy_message
 from kafka_segments_ds.records.legacy import CODEC_MASK, LOG_OVERHEAD, decode_legacy_message
 
-NAMES = ("read_messages", "walk_inner", "crc32_range", "crc32_ranges")
+NAMES = ("read_messages", "walk_inner", "crc32_range", "crc32_ranges", "crc32_tables_range")
 PATHS = {"active": tuple(getattr(LK, n) for n in NAMES)}
 PATHS["pure"] = tuple(LK.PURE_PYTHON[n] for n in NAMES)
 
@@ -77,14 +78,23 @@ def _reference(buf: np.ndarray, pos: int, verify: bool) -> tuple[int, ...] | Non
     return (pos, m.offset, m.magic, m.attributes, m.timestamp, kpos, klen, vpos, vlen)
 
 
+def test_the_compiled_kernels_checksum_with_zlib_where_it_is_found() -> None:
+    """On Linux, Python's zlib module runs on libz.so.1: the kernels find its crc32 there."""
+    if LK.COMPILED and sys.platform.startswith("linux"):
+        assert LK.ZLIB_CRC32
+    else:
+        assert not LK.ZLIB_CRC32
+
+
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_crc32_is_zlibs(path: str) -> None:
-    crc32_range = PATHS[path][2]
+    crc32_range, tables = PATHS[path][2], PATHS[path][4]
     data = np.frombuffer(bytes(range(256)) * 5, np.uint8)
     for start in (0, 1, 7):
         for length in [*range(0, 40), 255, 1000]:
             expected = zlib.crc32(data[start : start + length].tobytes())
             assert int(crc32_range(data, start, start + length)) == expected, (start, length)
+            assert int(tables(data, start, start + length)) == expected, (start, length)
     with pytest.raises(ValueError, match="outside a buffer of 1280 bytes"):
         crc32_range(data, 10, 1281)
     crc32_ranges = PATHS[path][3]
