@@ -294,6 +294,8 @@ def decompress_wrappers_ahead(
     decides what to keep either way."""
     if not positions.shape[0] or (magics == 2).any():
         return None
+    if not (window[positions + 17] & CODEC_MASK).any():  # (whole entries: the byte is there)
+        return None  # no wrapper: nothing to decode twice
     fields, count = LK.read_messages(window, positions, verify)
     codec = fields[LK.ATTRIBUTES, :count] & CODEC_MASK
     wrappers = np.flatnonzero((codec >= 1) & (codec <= 3) & (fields[LK.VLEN, :count] >= 0))

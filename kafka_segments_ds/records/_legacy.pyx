@@ -17,6 +17,9 @@ import numpy as np
 
 cdef enum:
     N_FIELDS = 9  # position, offset, magic, attributes, timestamp, kpos, klen, vpos, vlen
+    # zlib's crc32 overtakes the (inlined) table walk from ~700 bytes: for a message of 150
+    # bytes, 1.2 GB/s against 3.5; for 64 KiB, 6.8 against 3.0 (the development machine)
+    ZLIB_MIN_BYTES = 1024
 
 cdef uint32_t TABLE[8][256]
 
@@ -54,7 +57,7 @@ def zlib_crc32_in_use():
 cdef uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     cdef unsigned long c = 0
     cdef Py_ssize_t step
-    if _zlib_crc32 == NULL:
+    if _zlib_crc32 == NULL or n < ZLIB_MIN_BYTES:
         return _crc32_tables(p, n)
     while n > 0:  # zlib takes a 32-bit length
         step = n if n < (1 << 30) else (1 << 30)
