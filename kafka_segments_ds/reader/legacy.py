@@ -2,10 +2,12 @@
 
 One kernel call (:mod:`kafka_segments_ds.records.legacy_kernels`) decodes the messages of a run.
 Stretches of uncompressed messages whose offsets follow the rules become rows at once, their
-keys and values addressed in the window itself; read deep, stretches of compressed wrappers do
-too (:mod:`kafka_segments_ds.reader.wrappers`). The other entries go one at a time through the
-per-entry path: a wrapper read shallow, an entry that breaks the order of offsets or reaches the
-task's end, and a malformed one, for which the reference decoder
+keys and values addressed in the window itself (so do wrappers read shallow, one row each,
+unless a column wants their entry); read deep, stretches of compressed wrappers do too
+(:mod:`kafka_segments_ds.reader.wrappers`). The other entries go one at a time through the
+per-entry path: a wrapper read shallow whose entry a column wants (its first offset is its
+first inner message's), an entry that breaks the order of offsets or reaches the task's end,
+and a malformed one, for which the reference decoder
 (:mod:`kafka_segments_ds.records.legacy`) says what is wrong, so the error is the same on both
 paths. The stretches are found from masks computed once per kernel call, so a window of
 entries alternating between the paths costs no more than one of either.
@@ -355,6 +357,8 @@ def _one_entry(
         return None
     entry = (base + p, message.magic, int(message.compression), first, message.offset, -1, -1,
              -1, message.attributes, -1)  # fmt: skip
+    # (a wrapper read deep gets here only should the kernel and the reference decoder disagree:
+    # the wrapper path takes every other one that is not a fault or the task's end)
     if inner is not None and opts.deep and inner.inner.shape[1] >= SMALL:
         wrapper = np.array(
             [[base + p], [message.offset], [message.magic], [message.attributes],

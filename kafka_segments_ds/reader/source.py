@@ -72,11 +72,13 @@ def frame_window(
     checksums: bool,
     max_decompressed: int | None = None,
     arena_buffer: Callable[[int], np.ndarray] | None = None,
+    called_off: Callable[[], bool] | None = None,
 ) -> ScannedWindow:
     """Frame ``window``; on the read-ahead thread also checksum it and, given
     ``max_decompressed``, decompress its compressed batches (or legacy wrappers) into
     ``arena_buffer`` (see ``v2.decompress_ahead`` and ``wrappers.decompress_wrappers_ahead``; all
-    of which release the GIL while the main thread works)."""
+    of which release the GIL while the main thread works), unless ``called_off()`` says to
+    stop."""
     positions, magics, outcome, stop = K.hop_entries(window, 0, window.shape[0])
     sums = None
     if checksums:
@@ -87,10 +89,12 @@ def frame_window(
     ahead = None
     if max_decompressed is not None and arena_buffer is not None:
         ahead = (
-            decompress_ahead(window, positions, magics, sums, max_decompressed, arena_buffer)
+            decompress_ahead(
+                window, positions, magics, sums, max_decompressed, arena_buffer, called_off
+            )
             if (magics == 2).all()
             else decompress_wrappers_ahead(
-                window, positions, magics, checksums, max_decompressed, arena_buffer
+                window, positions, magics, checksums, max_decompressed, arena_buffer, called_off
             )
         )
     return ScannedWindow(window, positions, magics, int(outcome), int(stop), sums, ahead)
@@ -127,8 +131,10 @@ class SegmentSource:
         self._buffers = [bytearray(0), bytearray(0)]
         self._arenas = [bytearray(0), bytearray(0)]  # each slot's window, decompressed ahead
         self.max_decompressed: int | None = None  # given: decompress ahead within this bound
+        self.decompress_ahead = True  # False: the next read-ahead reads and frames only
         self._current = 0  # the buffer of the window handed out last
-        self._pending: tuple[int, int, Future[ScannedWindow]] | None = None
+        # a read-ahead in flight: its window, its future, and the event that calls it off
+        self._pending: tuple[int, int, Future[ScannedWindow], threading.Event] | None = None
 
     def _clip(self, position: int, length: int) -> int:
         return max(0, min(length, self.size - position))
@@ -214,17 +220,29 @@ class SegmentSource:
         self._settle()
         length = self._clip(position, length)
         if length:
+            called_off = threading.Event()
+            bound = self.max_decompressed if self.decompress_ahead else None
             future = _prefetch_pool().submit(
-                self._scan, 1 - self._current, position, length, checksums
-            )
-            self._pending = (position, length, future)
+                self._scan, 1 - self._current, position, length, checksums, called_off.is_set,
+                bound,
+            )  # fmt: skip
+            self._pending = (position, length, future, called_off)
 
-    def _scan(self, slot: int, position: int, length: int, checksums: bool) -> ScannedWindow:
+    def _scan(
+        self,
+        slot: int,
+        position: int,
+        length: int,
+        checksums: bool,
+        called_off: Callable[[], bool] | None = None,
+        max_decompressed: int | None = None,
+    ) -> ScannedWindow:
         return frame_window(
             self._fill(slot, position, length),
             checksums,
-            self.max_decompressed,
+            max_decompressed,
             lambda n: self._arena(slot, n),
+            called_off,
         )
 
     def _arena(self, slot: int, n: int) -> np.ndarray:
@@ -260,6 +278,10 @@ class SegmentSource:
         """The window at ``position`` (the read-ahead one if it matches), framed."""
         length = self._clip(position, length)
         pending = self._pending
+        if pending is not None and pending[:2] != (position, length):
+            # not the window read ahead (damage moved the reader): the helper stops
+            # decompressing it, for nobody (after every fault of a damaged log, a window)
+            pending[3].set()
         ahead = self._settle()
         self._current = 1 - self._current
         if pending is not None and ahead is not None and pending[:2] == (position, length):
@@ -273,6 +295,7 @@ class SegmentSource:
         released)."""
         pending, self._pending = self._pending, None
         if pending is not None and not pending[2].cancel():
+            pending[3].set()
             wait([pending[2]])
         for buffer in (*self._buffers, *self._arenas):
             _keep_spare(buffer)

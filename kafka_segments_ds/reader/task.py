@@ -254,6 +254,9 @@ class _TaskReader:
                 )
                 if batch is not None and batch.num_rows:
                     yield batch
+            # after a fault the reader resumes elsewhere than the window read ahead: until a
+            # window decodes whole again, the read-ahead does not decompress for nobody
+            self.source.decompress_ahead = fault is None
             step = self._next_window(scanned, pos, oversize, reaches_end, fault)
             if step is None:
                 break

@@ -418,9 +418,11 @@ def decompress_ahead(
     checksums: tuple[np.ndarray, np.ndarray] | None,
     max_decompressed_bytes: int,
     arena_buffer: Callable[[int], np.ndarray],
+    called_off: Callable[[], bool] | None = None,
 ) -> Decompressed | None:
     """Decompress a window's compressed batches ahead of time (the reader's read-ahead thread:
-    the codecs release the GIL).
+    the codecs release the GIL), unless ``called_off()`` says before a batch that the reader
+    will not take this window (None).
 
     Only for the undamaged case: every entry a magic-2 batch with a plausible header and,
     given ``checksums`` (the window's computed CRC-32C, when they are verified), a matching
@@ -475,6 +477,8 @@ def decompress_ahead(
         counts[compressed].tolist(),
         strict=True,
     ):
+        if called_off is not None and called_off():
+            return None
         try:
             data = decompress(codec, mv[begin:stop], magic=2, max_bytes=max_decompressed_bytes)
         except KafkaSegmentsError:

@@ -29,7 +29,8 @@ from kafka_segments_ds.records.legacy import TIMESTAMP_TYPE_MASK, LegacyMessage,
 
 CODEC_MASK = 0x07
 # A stretch of wrappers decoded together ends once its payloads reach this many bytes (each
-# payload is bounded by maxDecompressedBytes); their payloads are then copied into the arena.
+# payload is bounded by maxDecompressedBytes), which bounds the inner messages' fields walked
+# at once; the payloads join the window's arena (a copy, unless they lie in the read-ahead's).
 STRETCH_BYTES = 64 << 20
 
 
@@ -284,6 +285,7 @@ def decompress_wrappers_ahead(
     verify: bool,
     max_decompressed_bytes: int,
     arena_buffer: Callable[[int], np.ndarray],
+    called_off: Callable[[], bool] | None = None,
 ) -> Decompressed | None:
     """Decompress a window's legacy wrappers ahead of time, on the reader's read-ahead thread
     (the codecs release the GIL), as :func:`kafka_segments_ds.reader.v2.decompress_ahead` does
@@ -291,7 +293,8 @@ def decompress_wrappers_ahead(
     does not decode or wrapper that does not decompress, into ``arena_buffer``. None when the
     window holds v2 batches or no wrapper. :func:`add_wrappers` takes a wrapper's payload from
     here when it is here, and decompresses it itself otherwise; it makes every check and
-    decides what to keep either way."""
+    decides what to keep either way. ``called_off()``, asked before each wrapper, says the
+    reader will not take this window (None)."""
     if not positions.shape[0] or (magics == 2).any():
         return None
     if not (window[positions + 17] & CODEC_MASK).any():  # (whole entries: the byte is there)
@@ -302,6 +305,8 @@ def decompress_wrappers_ahead(
     view = window.data
     blobs: list[bytes] = []
     for w in wrappers.tolist():
+        if called_off is not None and called_off():
+            return None
         at, length = int(fields[LK.VPOS, w]), int(fields[LK.VLEN, w])
         try:
             blobs.append(

@@ -5,8 +5,8 @@
 The message checks are those of the reference decoder
 (:func:`kafka_segments_ds.records.legacy.decode_legacy_message`), in its order; a message that
 fails one stops the walk, and the caller asks the reference decoder what is wrong with it.
-CRC-32 (IEEE) is zlib's ``crc32`` when the module is handed its address (see
-``legacy_kernels``), else a slicing-by-8 table walk.
+CRC-32 (IEEE) of 1 KiB and more is zlib's ``crc32`` when the module is handed its address
+(see ``legacy_kernels``); shorter ranges, or all without it, take a slicing-by-8 table walk.
 """
 
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint32_t
@@ -57,11 +57,12 @@ def zlib_crc32_in_use():
 cdef uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     cdef unsigned long c = 0
     cdef Py_ssize_t step
-    if _zlib_crc32 == NULL or n < ZLIB_MIN_BYTES:
+    cdef zlib_crc32_t zlib_crc32 = _zlib_crc32  # (read once: set while a thread checksums)
+    if zlib_crc32 == NULL or n < ZLIB_MIN_BYTES:
         return _crc32_tables(p, n)
     while n > 0:  # zlib takes a 32-bit length
         step = n if n < (1 << 30) else (1 << 30)
-        c = _zlib_crc32(c, p, <unsigned int>step)
+        c = zlib_crc32(c, p, <unsigned int>step)
         p += step
         n -= step
     return <uint32_t>c

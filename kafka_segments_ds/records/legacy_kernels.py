@@ -14,8 +14,8 @@ raise the same one.
   decompressed payload, ending as Kafka does at a message that runs past the end; an inner
   message that is malformed or compressed stops the walk as bad.
 
-Compiled (``_legacy.pyx``; CRC-32 by zlib's ``crc32``, found at load time, or a slicing-by-8 table
-walk); without the extension, or with
+Compiled (``_legacy.pyx``; CRC-32 of 1 KiB and more by zlib's ``crc32``, found and checked at
+load time, else a slicing-by-8 table walk); without the extension, or with
 ``KAFKA_SEGMENTS_DS_PURE_PYTHON=1``, the pure-Python versions below run (the tests compare them).
 """
 
@@ -151,26 +151,43 @@ PURE_PYTHON: dict[str, Callable[..., Any]] = {
 
 
 def _zlib_crc32_address() -> int:
-    """The address of ``crc32`` in the zlib library Python's zlib module runs on (0 if not
-    found): about twice the speed of the table walk over 16 KiB and more (6.4-6.8 GB/s against
+    """The address of ``crc32`` in the system's zlib (``libz.so.1``, on Linux the one Python's
+    zlib module loads; elsewhere the library ``find_library("z")`` names), or 0 if none is
+    found: over 16 KiB and more about twice the speed of the table walk (6.4-6.8 GB/s against
     3.0 on the development machine), slower below ~700 bytes (where the kernels keep the table
-    walk); no zlib header needed at build time."""
+    walk); no zlib header needed at build time. The caller checks it against ``zlib.crc32``
+    before use."""
     import ctypes
     import ctypes.util
 
     name = "libz.so.1" if sys.platform.startswith("linux") else ctypes.util.find_library("z")
+    if not name:
+        return 0
     try:
         return int(ctypes.cast(ctypes.CDLL(name).crc32, ctypes.c_void_p).value or 0)
     except (OSError, AttributeError, TypeError):
         return 0
 
 
+def _use_zlib_crc32(compiled: Any) -> bool:
+    """Hand the compiled kernels zlib's crc32 if one is found and agrees with ``zlib.crc32`` on
+    every length around the switch-over (else they keep the table walk)."""
+    compiled.use_zlib_crc32(_zlib_crc32_address())
+    if not compiled.zlib_crc32_in_use():
+        return False
+    sample = np.frombuffer(bytes(range(251)) * 40, np.uint8)  # 10,040 bytes
+    for length in (1023, 1024, 1025, 4099, 10_040):
+        if int(compiled.crc32_range(sample, 0, length)) != zlib.crc32(sample[:length].data):
+            compiled.use_zlib_crc32(0)
+            return False
+    return True
+
+
 _compiled = load("kafka_segments_ds.records._legacy")
 COMPILED = _compiled is not None
 ZLIB_CRC32 = False  # the compiled kernels checksum with zlib's crc32
 if _compiled is not None:
-    _compiled.use_zlib_crc32(_zlib_crc32_address())
-    ZLIB_CRC32 = bool(_compiled.zlib_crc32_in_use())
+    ZLIB_CRC32 = _use_zlib_crc32(_compiled)
     crc32_tables_range = _compiled.crc32_tables_range
     crc32_range = _compiled.crc32_range
     crc32_ranges = _compiled.crc32_ranges

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +30,7 @@ from kafka_segments_ds.records.builder import (
     encode_legacy_message,
 )
 from kafka_segments_ds.records.compression import compress
+from kafka_segments_ds.records.legacy import decode_legacy_message, iter_inner_messages
 from tests.reader.test_read_ahead import _Inline
 
 TS = 1_700_000_000_000
@@ -296,3 +298,143 @@ def test_wrappers_are_decompressed_once_however_many_faults_a_window_holds(
     table = ksd.read_table(str(segment.parent), mode="DROPMALFORMED", readChunkBytes=1 << 20)
     assert table["offset"].to_pylist() == list(range(270 * 3))
     assert len(calls) == 300
+
+
+def _faulty_log(path: Path, wrappers: int) -> Path:
+    """Gzip wrappers of 3 incompressible messages, every 10th going back in offsets."""
+    log, offset = b"", 0
+    for w in range(wrappers):
+        back = w % 10 == 9
+        inner = b"".join(
+            encode_legacy_message(
+                offset=i, magic=1, key=None, value=random.Random(w * 3 + i).randbytes(200),
+                timestamp=TS,
+            )
+            for i in range(3)
+        )  # fmt: skip
+        log += encode_legacy_message(
+            offset=offset - 5 + 2 if back else offset + 2, magic=1, key=None,
+            value=compress(1, inner, magic=1), timestamp=TS, attributes=1,
+        )  # fmt: skip
+        offset += 0 if back else 3
+    segment = path / "t-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(log)
+    return segment
+
+
+def test_after_a_fault_the_read_ahead_does_not_decompress_until_a_window_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged log read ahead: the reader resumes after each fault elsewhere than the window
+    read ahead, so the read-ahead that follows a fault only reads; the wrappers are
+    decompressed hardly more often than with one thread."""
+    segment = _faulty_log(tmp_path, 300)
+    calls: dict[int, int] = {}
+    real = L.decompress
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        calls[threads] = calls.get(threads, 0) + 1
+        return real(*args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(L, "decompress", counted)
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())
+    tables = []
+    for threads in (1, 2):
+        monkeypatch.setattr(K, "MAX_THREADS", threads)
+        tables.append(
+            ksd.read_table(str(segment.parent), mode="DROPMALFORMED", readChunkBytes=8192)
+        )
+    assert tables[0].equals(tables[1])
+    assert tables[0]["offset"].to_pylist() == list(range(270 * 3))
+    assert calls[1] == 300
+    assert calls[2] <= 300 + 300 // 10 * 2  # (at most a window's worth after each fault)
+
+
+def test_a_read_ahead_the_reader_does_not_take_is_called_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segment = _faulty_log(tmp_path, 40)
+    src = S.SegmentSource(pafs.LocalFileSystem(), str(segment), segment.stat().st_size)
+    src.max_decompressed = 1 << 20
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())
+    asked: list[Any] = []
+    real = src._scan
+    monkeypatch.setattr(src, "_scan", lambda *a: asked.append(a[4]) or real(*a))
+    try:
+        second = src.scan_window(0, 4096).stop  # where the first window's entries end
+        src.prefetch(second, 4096, True)
+        assert asked[-1]() is False
+        taken = src.scan_window(second, 4096)  # the window read ahead, its wrappers ...
+        assert taken.decompressed is not None and asked[-1]() is False  # ... decompressed
+        third = second + taken.stop
+        src.prefetch(third, 4096, True)
+        src.scan_window(100, 4096)  # not the window read ahead: the helper is told to stop
+        assert asked[-1]() is True
+    finally:
+        src.close()
+
+
+def test_the_read_ahead_stops_decompressing_when_called_off(tmp_path: Path) -> None:
+    data = np.frombuffer(_faulty_log(tmp_path, 12).read_bytes(), np.uint8)
+    positions, magics, _, _ = K.hop_entries(data, 0, data.shape[0])
+    calls: list[int] = []
+
+    def called_off() -> bool:
+        calls.append(1)
+        return len(calls) > 3
+
+    arena = lambda n: np.empty(n, np.uint8)  # noqa: E731
+    assert L.decompress_wrappers_ahead(data, positions, magics, True, 1 << 20, arena) is not None
+    got = L.decompress_wrappers_ahead(data, positions, magics, True, 1 << 20, arena, called_off)
+    assert got is None and len(calls) == 4  # asked before each wrapper, stopped at the 4th
+
+
+intact = st.lists(
+    st.one_of(
+        st.tuples(st.just("plain"), st.sampled_from([0, 1]), st.booleans(), blobs, blobs),
+        st.tuples(
+            st.just("wrapper"),
+            st.sampled_from([0, 1]),
+            st.sampled_from([1, 2, 3]),
+            st.integers(1, 40),  # from a few rows (added row by row) to many (as arrays)
+            st.booleans(),
+            st.sampled_from(["ok", "ok", "inner0"]),
+        ),
+        st.tuples(st.just("jump"), st.integers(1, 3)),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(intact, st.sampled_from(["deep", "shallow"]), st.sampled_from([1, 2]))
+def test_an_intact_log_reads_as_the_reference_decoder_decodes_it(
+    spec: list[tuple[Any, ...]], iteration: str, threads: int
+) -> None:
+    """Rows against the reference decoder alone (records/legacy.py), message by message: what
+    the per-entry path shares with the columnar one (the row builders) is checked too."""
+    [(_, data)] = _log(spec)
+    expected, pos = [], 0
+    while pos < len(data):
+        message = decode_legacy_message(data, pos)
+        deep = iteration == "deep" and message.compression != 0
+        for m in iter_inner_messages(message) if deep else [message]:
+            stamp = None if m.timestamp == -1 else m.timestamp * 1000
+            expected.append((m.offset, stamp, m.timestamp_type, m.key, m.value))
+        pos += 12 + message.size
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
+        segment = Path(tmp) / "t-0" / "00000000000000000000.log"
+        segment.parent.mkdir()
+        segment.write_bytes(data)
+        monkeypatch.setattr(K, "MAX_THREADS", threads)
+        monkeypatch.setattr(S, "_prefetch_pool", lambda: _Inline())
+        table = ksd.read_table(str(segment.parent), iteration=iteration, readChunkBytes=4096)
+    stamps = table["timestamp"].cast(pa.int64()).to_pylist()
+    got = zip(
+        table["offset"].to_pylist(), stamps, table["timestampType"].to_pylist(),
+        table["key"].to_pylist(), table["value"].to_pylist(), strict=True,
+    )  # fmt: skip
+    assert list(got) == expected

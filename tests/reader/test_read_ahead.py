@@ -132,9 +132,8 @@ def _scanned_ahead(
 def _ahead_of(log: Path, max_decompressed: int | None = 1 << 20) -> S.ScannedWindow:
     """The read-ahead's scan of ``log`` as one window."""
     src = S.SegmentSource(pafs.LocalFileSystem(), str(log), log.stat().st_size)
-    src.max_decompressed = max_decompressed
     try:
-        return src._scan(0, 0, src.size, checksums=True)
+        return src._scan(0, 0, src.size, checksums=True, max_decompressed=max_decompressed)
     finally:
         src.close()
 

@@ -4,6 +4,7 @@ messages."""
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import sys
 import zlib
@@ -79,11 +80,36 @@ def _reference(buf: np.ndarray, pos: int, verify: bool) -> tuple[int, ...] | Non
 
 
 def test_the_compiled_kernels_checksum_with_zlib_where_it_is_found() -> None:
-    """On Linux, Python's zlib module runs on libz.so.1: the kernels find its crc32 there."""
-    if LK.COMPILED and sys.platform.startswith("linux"):
-        assert LK.ZLIB_CRC32
-    else:
+    """Where libz.so.1 loads (Linux), the compiled kernels take its crc32, checked."""
+    if not LK.COMPILED:
         assert not LK.ZLIB_CRC32
+        return
+    try:
+        ctypes.CDLL("libz.so.1")
+    except OSError:
+        pytest.skip("no libz.so.1 here: the kernels keep the table walk")
+    assert LK.ZLIB_CRC32 is sys.platform.startswith("linux")
+
+
+def test_a_crc32_that_disagrees_with_zlibs_is_not_used() -> None:
+    class Liar:  # a "zlib" whose crc32 is off by one
+        def __init__(self) -> None:
+            self.address = 0
+
+        def use_zlib_crc32(self, address: int) -> None:
+            self.address = address
+
+        def zlib_crc32_in_use(self) -> bool:
+            return self.address != 0
+
+        def crc32_range(self, buf: np.ndarray, start: int, end: int) -> int:
+            return zlib.crc32(buf[start:end]) + 1
+
+    liar = Liar()
+    if LK._zlib_crc32_address() == 0:
+        pytest.skip("no zlib library found")
+    assert LK._use_zlib_crc32(liar) is False
+    assert liar.address == 0
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
