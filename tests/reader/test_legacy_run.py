@@ -41,17 +41,24 @@ VARIANTS = ["ok", "ok", "ok", "producer0", "contradict", "inner0", "trailing", "
 # ("wrapper", magic, codec, n, log-append-time, variant) | ("v2", n) |
 # ("jump", delta): the next offset moves (backwards too) | ("segment", delta): a new segment
 # starts, its base offset the next offset + delta
+plain = st.tuples(st.just("plain"), st.sampled_from([0, 1]), st.booleans(), blobs, blobs)
+
+
+def wrappers(most: int, variants: list[str]) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.tuples(
+        st.just("wrapper"),
+        st.sampled_from([0, 1]),
+        st.sampled_from([1, 2, 3]),
+        st.integers(1, most),
+        st.booleans(),
+        st.sampled_from(variants),
+    )
+
+
 entries = st.lists(
     st.one_of(
-        st.tuples(st.just("plain"), st.sampled_from([0, 1]), st.booleans(), blobs, blobs),
-        st.tuples(
-            st.just("wrapper"),
-            st.sampled_from([0, 1]),
-            st.sampled_from([1, 2, 3]),
-            st.integers(1, 5),
-            st.booleans(),
-            st.sampled_from(VARIANTS),
-        ),
+        plain,
+        wrappers(5, VARIANTS),
         st.tuples(st.just("v2"), st.integers(1, 3)),
         st.tuples(st.just("jump"), st.integers(-3, 4)),
         st.tuples(st.just("segment"), st.sampled_from([-2, 0, 0, 1])),
@@ -393,15 +400,8 @@ def test_the_read_ahead_stops_decompressing_when_called_off(tmp_path: Path) -> N
 
 intact = st.lists(
     st.one_of(
-        st.tuples(st.just("plain"), st.sampled_from([0, 1]), st.booleans(), blobs, blobs),
-        st.tuples(
-            st.just("wrapper"),
-            st.sampled_from([0, 1]),
-            st.sampled_from([1, 2, 3]),
-            st.integers(1, 40),  # from a few rows (added row by row) to many (as arrays)
-            st.booleans(),
-            st.sampled_from(["ok", "ok", "inner0"]),
-        ),
+        plain,
+        wrappers(40, ["ok", "ok", "inner0"]),  # a few rows (added row by row) or many (arrays)
         st.tuples(st.just("jump"), st.integers(1, 3)),
     ),
     min_size=1,
