@@ -106,6 +106,16 @@ def _from_messages(messages: list[LegacyMessage]) -> Walked:
     return Walked(b"".join(blobs), inner, 0, messages[0].offset, messages[-1].offset)
 
 
+def _decompressed_value(view: memoryview, fields: np.ndarray, w: int, max_bytes: int) -> bytes:
+    """The payload of the wrapper in column ``w`` of a window's kernel fields (``view``: the
+    window), decompressed within ``max_bytes``; raises as :func:`decompress` does."""
+    at, length = int(fields[LK.VPOS, w]), int(fields[LK.VLEN, w])
+    codec = int(fields[LK.ATTRIBUTES, w]) & CODEC_MASK
+    return decompress(
+        codec, view[at : at + length], magic=int(fields[LK.MAGIC, w]), max_bytes=max_bytes
+    )
+
+
 def add_wrappers(
     state: DecodeState,
     window: np.ndarray,
@@ -130,14 +140,8 @@ def add_wrappers(
         if span is not None and ahead.arena is not None:
             payload: bytes | memoryview = ahead.arena[span[0] : span[1]]
         else:
-            at, length = int(fields[LK.VPOS, w]), int(fields[LK.VLEN, w])
             try:
-                payload = decompress(
-                    int(fields[LK.ATTRIBUTES, w]) & CODEC_MASK,
-                    view[at : at + length],
-                    magic=magic,
-                    max_bytes=opts.max_decompressed_bytes,
-                )
+                payload = _decompressed_value(view, fields, w, opts.max_decompressed_bytes)
             except KafkaSegmentsError:
                 return walked, True, None
         one = walk_wrapper(magic, offset, payload, opts.verify_checksums)
@@ -307,16 +311,8 @@ def decompress_wrappers_ahead(
     for w in wrappers.tolist():
         if called_off is not None and called_off():
             return None
-        at, length = int(fields[LK.VPOS, w]), int(fields[LK.VLEN, w])
         try:
-            blobs.append(
-                decompress(
-                    int(codec[w]),
-                    view[at : at + length],
-                    magic=int(fields[LK.MAGIC, w]),
-                    max_bytes=max_decompressed_bytes,
-                )
-            )
+            blobs.append(_decompressed_value(view, fields, w, max_decompressed_bytes))
         except KafkaSegmentsError:
             break  # decompressed (and reported) in the foreground
     if not blobs:
