@@ -6,7 +6,11 @@ The message checks are those of the reference decoder
 (:func:`kafka_segments_ds.records.legacy.decode_legacy_message`), in its order; a message that
 fails one stops the walk, and the caller asks the reference decoder what is wrong with it.
 CRC-32 (IEEE) of 1 KiB and more is zlib's ``crc32`` when the module is handed its address
-(see ``legacy_kernels``); shorter ranges, or all without it, take a slicing-by-8 table walk.
+(see ``legacy_kernels``); shorter ranges, or all without it, take a slicing-by-8 table walk,
+four ranges at a time where there are several (one range's walk waits on its table lookups;
+four independent ones fill those waits: 150-byte messages at 5.0 GB/s against 3.3 one by one).
+Messages are framed and checksummed a block of :data:`BLOCK` at a time, then decoded, so a
+walk that stops early has checksummed at most a block past where it stops.
 """
 
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint32_t
@@ -20,6 +24,7 @@ cdef enum:
     # zlib's crc32 overtakes the (inlined) table walk from ~700 bytes: for a message of 150
     # bytes, 1.2 GB/s against 3.5; for 64 KiB, 6.8 against 3.0 (the development machine)
     ZLIB_MIN_BYTES = 1024
+    BLOCK = 64  # messages framed and checksummed ahead of their decoding
 
 cdef uint32_t TABLE[8][256]
 
@@ -68,21 +73,79 @@ cdef uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     return <uint32_t>c
 
 
-cdef uint32_t _crc32_tables(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef uint32_t c = ~(<uint32_t>0)
+cdef inline uint32_t _step8(uint32_t c, const uint8_t *p) noexcept nogil:
+    c ^= (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) \
+        | (<uint32_t>p[3] << 24)
+    return (TABLE[7][c & 0xFF] ^ TABLE[6][(c >> 8) & 0xFF] ^ TABLE[5][(c >> 16) & 0xFF]
+            ^ TABLE[4][c >> 24] ^ TABLE[3][p[4]] ^ TABLE[2][p[5]] ^ TABLE[1][p[6]]
+            ^ TABLE[0][p[7]])
+
+
+cdef inline uint32_t _walk(uint32_t c, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Continue the (inverted) register ``c`` over ``n`` bytes."""
     while n >= 8:
-        c ^= (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) \
-            | (<uint32_t>p[3] << 24)
-        c = (TABLE[7][c & 0xFF] ^ TABLE[6][(c >> 8) & 0xFF] ^ TABLE[5][(c >> 16) & 0xFF]
-             ^ TABLE[4][c >> 24] ^ TABLE[3][p[4]] ^ TABLE[2][p[5]] ^ TABLE[1][p[6]]
-             ^ TABLE[0][p[7]])
+        c = _step8(c, p)
         p += 8
         n -= 8
     while n > 0:
         c = (c >> 8) ^ TABLE[0][(c ^ p[0]) & 0xFF]
         p += 1
         n -= 1
-    return ~c
+    return c
+
+
+cdef uint32_t _crc32_tables(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    return ~_walk(~(<uint32_t>0), p, n)
+
+
+cdef void _crc32_tables4(const uint8_t *b, const int64_t *lo, const int64_t *hi,
+                         uint32_t *out) noexcept nogil:
+    """The table walk of four ranges side by side (their common length), then each one's rest."""
+    cdef const uint8_t *p0 = b + lo[0]
+    cdef const uint8_t *p1 = b + lo[1]
+    cdef const uint8_t *p2 = b + lo[2]
+    cdef const uint8_t *p3 = b + lo[3]
+    cdef uint32_t c0 = ~(<uint32_t>0), c1 = ~(<uint32_t>0), c2 = ~(<uint32_t>0), c3 = ~(<uint32_t>0)
+    cdef Py_ssize_t common = hi[0] - lo[0], k, steps
+    for k in range(1, 4):
+        if hi[k] - lo[k] < common:
+            common = hi[k] - lo[k]
+    steps = common >> 3
+    for k in range(steps):
+        c0 = _step8(c0, p0)
+        c1 = _step8(c1, p1)
+        c2 = _step8(c2, p2)
+        c3 = _step8(c3, p3)
+        p0 += 8
+        p1 += 8
+        p2 += 8
+        p3 += 8
+    common = steps << 3
+    out[0] = ~_walk(c0, p0, hi[0] - lo[0] - common)
+    out[1] = ~_walk(c1, p1, hi[1] - lo[1] - common)
+    out[2] = ~_walk(c2, p2, hi[2] - lo[2] - common)
+    out[3] = ~_walk(c3, p3, hi[3] - lo[3] - common)
+
+
+cdef void _crc32_many(const uint8_t *b, const int64_t *lo, const int64_t *hi, Py_ssize_t n,
+                      uint32_t *out) noexcept nogil:
+    """``out[i]`` = CRC-32 of ``b[lo[i]:hi[i]]``: four at a time through the tables unless one
+    of the four is zlib's (1 KiB or more, zlib in use)."""
+    cdef Py_ssize_t i = 0, k
+    cdef bint zlib_in_use = _zlib_crc32 != NULL
+    cdef bint together
+    while i < n:
+        together = i + 4 <= n
+        if together and zlib_in_use:
+            for k in range(i, i + 4):
+                if hi[k] - lo[k] >= ZLIB_MIN_BYTES:
+                    together = False
+        if together:
+            _crc32_tables4(b, lo + i, hi + i, out + i)
+            i += 4
+        else:
+            out[i] = crc32_of(b + lo[i], hi[i] - lo[i])
+            i += 1
 
 
 def crc32_range(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end):
@@ -98,21 +161,20 @@ def crc32_tables_range(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end)
 
 
 def crc32_ranges(const uint8_t[::1] buf, starts, ends):
-    cdef const int64_t[:] lo = np.ascontiguousarray(starts, np.int64)
-    cdef const int64_t[:] hi = np.ascontiguousarray(ends, np.int64)
+    cdef const int64_t[::1] lo = np.ascontiguousarray(starts, np.int64)
+    cdef const int64_t[::1] hi = np.ascontiguousarray(ends, np.int64)
     cdef Py_ssize_t n = lo.shape[0], i, size = buf.shape[0]
     if hi.shape[0] != n:
         raise ValueError("starts and ends differ in length")
     for i in range(n):
         if lo[i] < 0 or hi[i] < lo[i] or hi[i] > size:
             raise ValueError(f"range [{lo[i]}, {hi[i]}) outside a buffer of {size} bytes")
-    out = np.empty(n, np.int64)
-    cdef int64_t[::1] o = out
-    cdef const uint8_t *b = ptr(buf)
-    with nogil:
-        for i in range(n):
-            o[i] = crc32_of(b + lo[i], hi[i] - lo[i])
-    return out
+    sums = np.empty(n, np.uint32)
+    cdef uint32_t[::1] s = sums
+    if n:
+        with nogil:
+            _crc32_many(ptr(buf), &lo[0], &hi[0], n, &s[0])
+    return sums.astype(np.int64)
 
 
 cdef inline Py_ssize_t _blob(const uint8_t *b, Py_ssize_t cursor, Py_ssize_t mend,
@@ -136,22 +198,32 @@ cdef inline Py_ssize_t _blob(const uint8_t *b, Py_ssize_t cursor, Py_ssize_t men
     return cursor + n
 
 
-cdef inline bint _message(const uint8_t *b, Py_ssize_t size, Py_ssize_t pos, bint verify,
-                          int64_t[:, ::1] out, Py_ssize_t i) noexcept nogil:
-    """Decode the message at ``pos`` into column ``i`` of ``out``; False when malformed."""
-    cdef int64_t length, magic, mend, cursor, stored
+cdef inline int64_t _framed(const uint8_t *b, Py_ssize_t size, Py_ssize_t pos) noexcept nogil:
+    """The end of the message at ``pos`` if its size, magic and size-for-magic checks pass
+    (the reference decoder's checks before the CRC's), else -1."""
+    cdef int64_t length, magic
     if size - pos < 17:
-        return False
+        return -1
     length = read_i32(b + pos + 8)
     magic = b[pos + 16]
     if magic > 1 or length < (14 if magic == 0 else 22):
-        return False
-    mend = pos + 12 + length
-    if mend > size:
+        return -1
+    if pos + 12 + length > size:
+        return -1
+    return pos + 12 + length
+
+
+cdef inline bint _message(const uint8_t *b, Py_ssize_t size, Py_ssize_t pos, bint verify,
+                          uint32_t crc, int64_t[:, ::1] out, Py_ssize_t i) noexcept nogil:
+    """Decode the message at ``pos`` (its CRC-32 ``crc``, when ``verify``) into column ``i`` of
+    ``out``; False when malformed."""
+    cdef int64_t mend = _framed(b, size, pos), magic, cursor, stored
+    if mend < 0:
         return False
     stored = read_i32(b + pos + 12) & <int64_t>0xFFFFFFFF
-    if verify and crc32_of(b + pos + 16, mend - pos - 16) != stored:
+    if verify and crc != stored:
         return False
+    magic = b[pos + 16]
     out[0, i] = pos
     out[1, i] = read_i64(b + pos)
     out[2, i] = magic
@@ -169,26 +241,53 @@ cdef inline bint _message(const uint8_t *b, Py_ssize_t size, Py_ssize_t pos, bin
     return cursor == mend
 
 
+cdef Py_ssize_t _read_block(const uint8_t *b, Py_ssize_t size, const int64_t *pos, Py_ssize_t n,
+                            bint verify, int64_t[:, ::1] out, Py_ssize_t first) noexcept nogil:
+    """Decode the messages at ``pos[:n]`` (``n`` <= BLOCK) into columns ``first``...: framed,
+    then checksummed together, then decoded in order up to the first malformed one; the count
+    decoded."""
+    cdef int64_t lo[BLOCK]
+    cdef int64_t hi[BLOCK]
+    cdef uint32_t crcs[BLOCK]
+    cdef Py_ssize_t framed = 0, i
+    cdef int64_t mend
+    while framed < n:
+        mend = _framed(b, size, pos[framed])
+        if mend < 0:
+            break
+        lo[framed] = pos[framed] + 16
+        hi[framed] = mend
+        framed += 1
+    if verify:
+        _crc32_many(b, lo, hi, framed, crcs)
+    for i in range(framed):
+        if not _message(b, size, pos[i], verify, crcs[i], out, first + i):
+            return i
+    return framed
+
+
 def read_messages(const uint8_t[::1] buf, positions, bint verify):
-    cdef const int64_t[:] pos = np.ascontiguousarray(positions, np.int64)
-    cdef Py_ssize_t n = pos.shape[0], i, size = buf.shape[0]
+    cdef const int64_t[::1] pos = np.ascontiguousarray(positions, np.int64)
+    cdef Py_ssize_t n = pos.shape[0], i = 0, size = buf.shape[0], step, done
     out = np.empty((N_FIELDS, n), np.int64)
     cdef int64_t[:, ::1] o = out
     cdef const uint8_t *b = ptr(buf)
     for i in range(n):
         if pos[i] < 0 or pos[i] > size:
             raise ValueError(f"position {pos[i]} outside a buffer of {size} bytes")
+    i = 0
     with nogil:
-        for i in range(n):
-            if not _message(b, size, pos[i], verify, o, i):
+        while i < n:
+            step = n - i if n - i < BLOCK else BLOCK
+            done = _read_block(b, size, &pos[i], step, verify, o, i)
+            i += done
+            if done < step:
                 break
-        else:
-            i = n
     return out, i
 
 
 def walk_inner(const uint8_t[::1] buf, bint verify):
-    cdef Py_ssize_t size = buf.shape[0], pos = 0, count = 0, framed = 0
+    cdef Py_ssize_t size = buf.shape[0], pos = 0, framed = 0, count = 0, step, done, i
     cdef int64_t length
     cdef bint bad = False
     cdef const uint8_t *b = ptr(buf)
@@ -199,19 +298,27 @@ def walk_inner(const uint8_t[::1] buf, bint verify):
         framed += 1
         pos += 12 + length
     out = np.empty((N_FIELDS, framed), np.int64)
+    starts = np.empty(framed, np.int64)
     cdef int64_t[:, ::1] o = out
-    pos = 0
+    cdef int64_t[::1] at = starts
     with nogil:
-        while size - pos >= 12:
-            length = read_i32(b + pos + 8)
-            if length < 14:
+        pos = 0
+        for i in range(framed):
+            at[i] = pos
+            pos += 12 + read_i32(b + pos + 8)
+        # Kafka ends the iteration at a message that runs past the end (a short read); one
+        # that declares fewer than 14 bytes is bad
+        bad = size - pos >= 12 and read_i32(b + pos + 8) < 14
+        while count < framed:
+            step = framed - count if framed - count < BLOCK else BLOCK
+            done = _read_block(b, size, &at[count], step, verify, o, count)
+            for i in range(count, count + done):
+                if o[3, i] & 0x07:  # a compressed inner message
+                    done = i - count
+                    break
+            count += done
+            if done < step:
                 bad = True
                 break
-            if pos + 12 + length > size:
-                break  # Kafka ends the iteration at a short read
-            if count == framed or not _message(b, size, pos, verify, o, count) or o[3, count] & 0x07:
-                bad = True
-                break
-            count += 1
-            pos += 12 + length
+        pos = at[count] if count < framed else pos
     return out[:, :count], bad, pos

@@ -36,6 +36,19 @@ messages = st.lists(
     min_size=1,
     max_size=12,
 )
+# past the kernels' block of 64 messages framed and checksummed ahead of their decoding
+long_messages = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1]),
+        st.sampled_from([0, 0, 0, 0, 0, 0, 0x08, 0x01]),
+        st.integers(0, 2**40),
+        st.integers(-1, 2**45),
+        st.one_of(st.none(), st.binary(max_size=4)),
+        st.one_of(st.none(), st.binary(max_size=1100)),  # and past zlib's switch-over
+    ),
+    min_size=60,
+    max_size=200,
+)
 # damage: (position as a fraction of the buffer, xor mask); a cut of the end
 damages = st.lists(st.tuples(st.floats(0, 0.999), st.integers(1, 255)), max_size=3)
 
@@ -135,11 +148,94 @@ def test_crc32_is_zlibs(path: str) -> None:
         crc32_ranges(data, np.array([0, 7]), np.array([1]))
 
 
+@pytest.mark.parametrize("zlib_in_use", [True, False])
+def test_crc32_ranges_of_many_lengths(zlib_in_use: bool) -> None:
+    """Ranges checksummed four at a time (the table walk side by side, then each one's rest)
+    and one by one (zlib's from 1 KiB, when in use), in every mix of lengths."""
+    data = np.frombuffer(np.random.default_rng(5).bytes(300_000), np.uint8)
+    rng = np.random.default_rng(6)
+    lengths = np.concatenate(
+        [
+            np.arange(0, 40),
+            rng.integers(0, 200, 400),
+            rng.integers(1000, 1050, 40),
+            rng.choice([0, 3, 8, 150, 1023, 1024, 5000], 200),
+        ]
+    )
+    starts = rng.integers(0, data.shape[0] - 5000, lengths.shape[0]).astype(np.int64)
+    ends = starts + lengths
+    expected = [zlib.crc32(data[a:b].tobytes()) for a, b in zip(starts, ends, strict=True)]
+    compiled = LK._compiled
+    if not zlib_in_use and compiled is None:
+        pytest.skip("without the compiled kernels zlib always checksums")
+    if zlib_in_use and compiled is not None and not LK.ZLIB_CRC32:
+        pytest.skip("no zlib library found for the compiled kernels")
+    if compiled is not None and not zlib_in_use:
+        compiled.use_zlib_crc32(0)
+    try:
+        for path in sorted(PATHS):
+            crc32_ranges = PATHS[path][3]
+            for lo in range(0, 8):  # every alignment of the groups of four
+                got = crc32_ranges(data, starts[lo:], ends[lo:])
+                assert got.dtype == np.int64
+                assert got.tolist() == expected[lo:], (path, lo)
+    finally:
+        if compiled is not None and not zlib_in_use:
+            assert LK._use_zlib_crc32(compiled) is LK.ZLIB_CRC32
+
+
 @settings(max_examples=150)
 @given(messages, damages, st.integers(0, 30), st.booleans())
 def test_read_messages_stops_where_the_reference_decoder_fails(
     msgs: list, damage: list, cut: int, verify: bool
 ) -> None:  # type: ignore[type-arg]
+    _check_read_messages(msgs, damage, cut, verify)
+
+
+@settings(max_examples=60, deadline=None)
+@given(long_messages, damages, st.integers(0, 30), st.booleans())
+def test_read_messages_over_many_blocks(msgs: list, damage: list, cut: int, verify: bool) -> None:  # type: ignore[type-arg]
+    _check_read_messages(msgs, damage, cut, verify)
+    _check_walk_inner(msgs, damage, cut, verify)
+
+
+@pytest.mark.parametrize("bad", [0, 1, 3, 4, 5, 62, 63, 64, 65, 127, 128, 129, 199])
+@pytest.mark.parametrize("how", ["crc", "compressed", "size"])
+def test_a_bad_message_at_each_place_of_a_block(bad: int, how: str) -> None:
+    """200 messages with message ``bad`` damaged: both walks stop there (checksummed,
+    framed and decoded a block of 64 at a time, four checksums side by side)."""
+    msgs = [
+        (
+            1,
+            0x01 if how == "compressed" and i == bad else 0,
+            i,
+            1000 + i,
+            None,
+            bytes([i]) * (i % 40),
+        )
+        for i in range(200)
+    ]
+    data = bytearray(_encode(msgs))
+    at = _framed(np.frombuffer(bytes(data), np.uint8))[bad]
+    if how == "crc":
+        data[at + 12] ^= 0x40
+    elif how == "size":
+        data[at + 8 : at + 12] = struct.pack(">i", 13)
+    buf = np.frombuffer(bytes(data), np.uint8)
+    positions = np.array(_framed(buf), np.int64)
+    if how == "size":  # the framing ends at it: hand the kernel the intact positions
+        positions = np.array(_framed(np.frombuffer(_encode(msgs), np.uint8)), np.int64)
+    for path, (read_messages, walk_inner, *_) in PATHS.items():
+        fields, count = read_messages(buf, positions, True)
+        expect_count = bad if how != "compressed" else 200  # a codec is no fault of the message
+        assert count == expect_count, path
+        assert fields[LK.OFFSET, :count].tolist() == list(range(count))
+        fields, flagged, stop = walk_inner(buf, True)
+        assert (fields.shape[1], flagged, stop) == (bad, True, at), path
+        assert fields[LK.OFFSET].tolist() == list(range(bad))
+
+
+def _check_read_messages(msgs: list, damage: list, cut: int, verify: bool) -> None:  # type: ignore[type-arg]
     buf = _damaged(_encode(msgs), damage, cut)
     positions = np.array(_framed(buf), np.int64)
     expected = []
@@ -180,6 +276,10 @@ def _reference_inner(payload: np.ndarray, verify: bool) -> tuple[list[tuple[int,
 @settings(max_examples=150)
 @given(messages, damages, st.integers(0, 30), st.booleans())
 def test_walk_inner_is_the_reference_walk(msgs: list, damage: list, cut: int, verify: bool) -> None:  # type: ignore[type-arg]
+    _check_walk_inner(msgs, damage, cut, verify)
+
+
+def _check_walk_inner(msgs: list, damage: list, cut: int, verify: bool) -> None:  # type: ignore[type-arg]
     payload = _damaged(_encode(msgs), damage, cut)
     expected, expected_bad = _reference_inner(payload, verify)
     for path, (_, walk_inner, *_) in PATHS.items():
