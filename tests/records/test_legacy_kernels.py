@@ -200,14 +200,17 @@ def test_read_messages_over_many_blocks(msgs: list, damage: list, cut: int, veri
 
 
 @pytest.mark.parametrize("bad", [0, 1, 3, 4, 5, 62, 63, 64, 65, 127, 128, 129, 199])
-@pytest.mark.parametrize("how", ["crc", "compressed", "size"])
+@pytest.mark.parametrize("how", ["crc", "compressed", "two compressed", "size"])
 def test_a_bad_message_at_each_place_of_a_block(bad: int, how: str) -> None:
-    """200 messages with message ``bad`` damaged: both walks stop there (checksummed,
-    framed and decoded a block of 64 at a time, four checksums side by side)."""
+    """200 messages with message ``bad`` damaged (or compressed, and with it every later one):
+    both walks stop there (checksummed, framed and decoded a block of 64 at a time, four
+    checksums side by side)."""
     msgs = [
         (
             1,
-            0x01 if how == "compressed" and i == bad else 0,
+            0x01
+            if "compressed" in how and (i == bad or (how == "two compressed" and i > bad))
+            else 0,
             i,
             1000 + i,
             None,
@@ -227,7 +230,7 @@ def test_a_bad_message_at_each_place_of_a_block(bad: int, how: str) -> None:
         positions = np.array(_framed(np.frombuffer(_encode(msgs), np.uint8)), np.int64)
     for path, (read_messages, walk_inner, *_) in PATHS.items():
         fields, count = read_messages(buf, positions, True)
-        expect_count = bad if how != "compressed" else 200  # a codec is no fault of the message
+        expect_count = 200 if "compressed" in how else bad  # a codec is no fault of a message
         assert count == expect_count, path
         assert fields[LK.OFFSET, :count].tolist() == list(range(count))
         fields, flagged, stop = walk_inner(buf, True)
