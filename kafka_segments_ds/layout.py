@@ -10,7 +10,8 @@ A broker log dir (a ``log.dirs`` entry) holds one directory per partition replic
         00000000000000368769.timeindex  time index      (optional)
         00000000000000368769.txnindex   aborted txns    (optional, created lazily)
         00000000000000368769.snapshot   producer state  ignored
-        *.deleted, *.cleaned, *.swap    transient       ignored
+        *.deleted, *.cleaned            transient       ignored
+        *.swap                          replacement     read as the broker's loader would
         leader-epoch-checkpoint, partition.metadata     ignored
       <topic>-<partition>.<32 hex>-delete | -future | -stray/        skipped
 
@@ -35,13 +36,16 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import InvalidOptionError, UnsafePathError
-from kafka_segments_ds.fs import glob_file_info, has_glob
+from kafka_segments_ds.fs import RangeReader, glob_file_info, has_glob
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 SWAP_SUFFIX = ".swap"
+CLEANED_SUFFIX = ".cleaned"
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_SWAP_WINDOW_BYTES = 4 << 20  # reads of the walk to a .swap file's last entry
 SEGMENT_NAME_DIGITS = 20
 MAX_TOPIC_LENGTH = 249
 MAX_PARTITION = 2**31 - 1  # Kafka parses the partition with Integer.parseInt
@@ -174,7 +178,9 @@ def merge_partitions(
     (a log dir and one of its partition dirs, a dir and one of its ``.log`` files, globs that
     match the same files) found, in first-seen order. ``location`` maps a path to where it
     really is (on local disk: through symbolic links), so that one file reached by two paths
-    is read once; by default a path is its location."""
+    is read once; by default a path is its location. A directory reached by several names is
+    labelled by its own name when that is ``<topic>-<partition>`` (else by the first name that
+    is), whatever the order of the inputs. Then :func:`join_copies`."""
     where = location or (lambda path: path)
     merged: dict[str, PartitionLog] = {}
     for partition in partitions:
@@ -186,8 +192,59 @@ def merge_partitions(
         by_place = {where(seg.path): seg for seg in partition.segments}
         by_place.update((where(seg.path), seg) for seg in seen.segments)  # first seen wins
         ordered = sorted(by_place.values(), key=lambda s: (s.base_offset, s.path))
-        merged[key] = PartitionLog(seen.topic, seen.partition, seen.directory, tuple(ordered))
-    return list(merged.values())
+        topic, number = seen.topic, seen.partition
+        if location is not None and (own := parse_partition_dir_name(posixpath.basename(key))):
+            topic, number = own
+        elif topic is None:
+            topic, number = partition.topic, partition.partition
+        merged[key] = PartitionLog(topic, number, seen.directory, tuple(ordered))
+    return join_copies(list(merged.values()))
+
+
+def join_copies(partitions: list[PartitionLog]) -> list[PartitionLog]:
+    """Partition directories named alike (``<topic>-<partition>``) in different places: their
+    segments joined into one partition when their base offsets do not interleave (an archive
+    kept in pieces), else :class:`InvalidOptionError`: copies of one partition (replicas from
+    two brokers, a backup and its source) would give every record twice, and a topic of the
+    same name from two clusters would give two records one key."""
+    named: dict[tuple[str, int], list[PartitionLog]] = {}
+    for part in partitions:
+        broker_style = parse_partition_dir_name(posixpath.basename(part.directory)) is not None
+        if part.topic is not None and part.partition is not None and broker_style:
+            named.setdefault((part.topic, part.partition), []).append(part)
+    joined: dict[int, PartitionLog | None] = {}
+    for (topic, number), parts in named.items():
+        if len(parts) < 2:
+            continue
+        parts = sorted(parts, key=lambda p: p.segments[0].base_offset if p.segments else -1)
+        for before, after in itertools.pairwise(parts):
+            if (
+                before.segments
+                and after.segments
+                and before.segments[-1].base_offset >= after.segments[0].base_offset
+            ):
+                raise InvalidOptionError(
+                    f"{topic}-{number} is in two directories whose segments overlap, "
+                    f"{before.directory} (base offsets {_bases(before)}) and "
+                    f"{after.directory} ({_bases(after)}): the same offsets twice (replicas "
+                    "from two brokers? one topic from two clusters?) break the (topic, "
+                    "partition, offset) key; read them apart"
+                )
+        segments = tuple(seg for part in parts for seg in part.segments)
+        joined[id(parts[0])] = PartitionLog(topic, number, parts[0].directory, segments)
+        joined.update((id(part), None) for part in parts[1:])
+    out = []
+    for part in partitions:
+        replacement = joined.get(id(part), part)
+        if replacement is not None:
+            out.append(replacement)
+    return out
+
+
+def _bases(part: PartitionLog) -> str:
+    bases = [seg.base_offset for seg in part.segments]
+    shown = ", ".join(str(b) for b in bases[:3])
+    return shown + (f", ... {bases[-1]}" if len(bases) > 3 else "")
 
 
 def refuse_escapes(
@@ -309,11 +366,11 @@ def _discover_directory(
 
     top = children.get(directory, [])
     if any(info.type == pafs.FileType.File and _is_log_file(info.base_name) for info in top):
-        _collect(directory, top, None, found)
+        _collect(directory, top, None, found, filesystem)
         return
     for info in top:
         if info.type == pafs.FileType.Directory and parse_partition_dir_name(info.base_name):
-            _collect(info.path, children.get(info.path, []), None, found)
+            _collect(info.path, children.get(info.path, []), None, found, filesystem)
 
 
 def _discover_log_files(
@@ -328,7 +385,7 @@ def _discover_log_files(
     missing = sorted(paths - listed)
     if missing:
         raise FileNotFoundError(f"no such file or directory: {missing[0]}")
-    _collect(directory, listing, paths, found)
+    _collect(directory, listing, paths, found, filesystem)
 
 
 def _collect(
@@ -336,11 +393,16 @@ def _collect(
     files: Iterable[pafs.FileInfo],
     only: set[str] | None,
     found: dict[str, _Partition],
+    filesystem: pafs.FileSystem | None = None,
 ) -> None:
-    """Turn one directory's listing into SegmentRefs (restricted to ``only`` when given)."""
+    """Turn one directory's listing into SegmentRefs (restricted to ``only`` when given).
+    Given ``filesystem``, the ``.swap`` files of an interrupted segment replacement take the
+    place of the segments they replace (:func:`_complete_swaps`)."""
     logs: dict[str, pafs.FileInfo] = {}
     siblings: dict[tuple[str, str], pafs.FileInfo] = {}
-    swaps = []
+    swaps: dict[str, pafs.FileInfo] = {}  # stem -> <stem>.log.swap
+    swap_siblings: dict[tuple[str, str], pafs.FileInfo] = {}  # (stem, .index) -> .index.swap
+    cleaned: list[int] = []
     for info in files:
         if info.type != pafs.FileType.File:
             continue
@@ -349,31 +411,40 @@ def _collect(
             continue  # checkpoints, partition.metadata, KRaft <offset>-<epoch>.checkpoint, ...
         stem = info.base_name.partition(".")[0]
         suffix = parsed[1]
-        if parsed[0] > MAX_OFFSET and suffix == LOG_SUFFIX:
+        if parsed[0] > MAX_OFFSET and suffix in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX):
             raise UnsafePathError(f"{info.path}: base offset {stem} exceeds 2^63 - 1")
         if suffix == LOG_SUFFIX:
             if only is None or info.path in only:
                 logs[stem] = info
-        elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        elif suffix in _INDEX_SUFFIXES:
             siblings[(stem, suffix)] = info
-        elif suffix.endswith(SWAP_SUFFIX):
-            swaps.append(info.base_name)
-        # Anything else (.snapshot, .deleted, .cleaned, ...) is not segment data to read.
+        elif suffix == LOG_SUFFIX + SWAP_SUFFIX:
+            swaps[stem] = info
+        elif suffix.endswith(SWAP_SUFFIX) and suffix[: -len(SWAP_SUFFIX)] in _INDEX_SUFFIXES:
+            swap_siblings[(stem, suffix[: -len(SWAP_SUFFIX)])] = info
+        elif suffix.endswith(CLEANED_SUFFIX):
+            cleaned.append(parsed[0])
+        # Anything else (.snapshot, .deleted, a snapshot's .swap, ...) is not data to read.
 
-    if swaps:
-        # A surviving .swap is the authoritative content for its offset range (FORMAT §7.2);
-        # we read the regular files, which may hold the pre-compaction data for that range.
+    kept_swaps: dict[str, pafs.FileInfo] = {}
+    if swaps and only is None and filesystem is not None:
+        kept_swaps = _complete_swaps(directory, logs, swaps, cleaned, filesystem)  # edits logs
+    elif swaps:
+        # the named .log files are read as named; a listing without a file system to read
+        # the .swap files (a tiered bucket's, where no broker leaves one) keeps the regular
         _logger.warning(
             "%s holds unfinished .swap files (%s); reading the regular segment files instead",
             directory,
-            ", ".join(sorted(swaps)),
+            ", ".join(sorted(info.base_name for info in swaps.values())),
         )
 
+    chosen = [(stem, info, siblings) for stem, info in logs.items()]
+    chosen += [(stem, info, swap_siblings) for stem, info in kept_swaps.items()]
     partition = found.setdefault(directory, _Partition(directory, {}))
-    for stem, info in logs.items():
-        index = siblings.get((stem, INDEX_SUFFIX))
-        timeindex = siblings.get((stem, TIME_INDEX_SUFFIX))
-        txnindex = siblings.get((stem, TXN_INDEX_SUFFIX))
+    for stem, info, named in chosen:
+        index = named.get((stem, INDEX_SUFFIX))
+        timeindex = named.get((stem, TIME_INDEX_SUFFIX))
+        txnindex = named.get((stem, TXN_INDEX_SUFFIX))
         partition.segments[info.path] = SegmentRef(
             path=info.path,
             base_offset=int(stem),
@@ -385,3 +456,68 @@ def _collect(
             timeindex_size=0 if timeindex is None else int(timeindex.size),
             txnindex_size=0 if txnindex is None else int(txnindex.size),
         )
+
+
+def _complete_swaps(
+    directory: str,
+    logs: dict[str, pafs.FileInfo],
+    swaps: dict[str, pafs.FileInfo],
+    cleaned: list[int],
+    filesystem: pafs.FileSystem,
+) -> dict[str, pafs.FileInfo]:
+    """What the broker's log loader makes of the ``.swap`` files of a replacement that a crash
+    interrupted (FORMAT §7.2; Kafka's ``LogLoader``): a ``.swap`` at or above the lowest
+    ``.cleaned`` base offset belongs to an unfinished split and is dropped; the others are
+    finished segments that replace every segment whose base offset lies from the lowest swap
+    base offset up to the highest swap next offset (and one of the same name). Removes the
+    replaced ones from ``logs`` and returns the swaps to read (stem -> ``.log.swap`` file)."""
+    lowest_cleaned = min(cleaned, default=None)
+    unfinished = sorted(
+        info.base_name
+        for stem, info in swaps.items()
+        if lowest_cleaned is not None and int(stem) >= lowest_cleaned
+    )
+    if unfinished:
+        _logger.warning(
+            "%s: %s belong to an unfinished split (.cleaned files from offset %d); not read, "
+            "as the broker deletes them",
+            directory,
+            ", ".join(unfinished),
+            lowest_cleaned,
+        )
+    kept = {
+        stem: info
+        for stem, info in swaps.items()
+        if lowest_cleaned is None or int(stem) < lowest_cleaned
+    }
+    if not kept:
+        return {}
+    low = min(int(stem) for stem in kept)
+    high = max(_next_offset(filesystem, info, int(stem)) for stem, info in kept.items())
+    replaced = sorted(stem for stem in logs if low <= int(stem) < high or stem in kept)
+    for stem in replaced:
+        del logs[stem]
+    _logger.warning(
+        "%s: a segment replacement (log compaction or a split) was interrupted; reading %s as "
+        "the broker would on restart, in place of %s",
+        directory,
+        ", ".join(sorted(info.base_name for info in kept.values())),
+        ", ".join(f"{stem}.log" for stem in replaced) or "segments already renamed .deleted",
+    )
+    return kept
+
+
+def _next_offset(filesystem: pafs.FileSystem, info: pafs.FileInfo, base: int) -> int:
+    """The offset after the last entry of a ``.log.swap`` (Kafka's ``readNextOffset``: its base
+    offset when it holds none), by walking its entry framing."""
+    from kafka_segments_ds.records import kernels as K  # (a swap is rare: imported when met)
+    from kafka_segments_ds.records.batches import walk_entries
+
+    size = int(info.size)
+    last = None
+    with RangeReader(filesystem, info.path) as read:
+        for walked in walk_entries(read, 0, size, _SWAP_WINDOW_BYTES, file_size=size):
+            if walked.positions.shape[0]:
+                lasts = K.entry_last_offsets(walked.window, walked.positions, walked.magics)
+                last = int(lasts[-1])
+    return base if last is None else max(base, last + 1)

@@ -24,6 +24,7 @@ from kafka_segments_ds.errors import (
 )
 from kafka_segments_ds.fs import display_path, read_file, resolve
 from kafka_segments_ds.layout import (
+    SWAP_SUFFIX,
     PartitionLog,
     SegmentRef,
     merge_partitions,
@@ -249,7 +250,10 @@ def _tiered_options(options: dict[str, str]) -> tuple[str, dict[str, bytes]]:
 
 
 def sibling(segment: SegmentRef, suffix: str) -> str:
-    """Path of another file of the same segment, e.g. its ``.index``."""
+    """Path of another file of the same segment, e.g. its ``.index`` (``.index.swap`` for the
+    ``.log.swap`` of an interrupted replacement, read in place of the segments it replaces)."""
+    if segment.path.endswith(SWAP_SUFFIX):
+        suffix += SWAP_SUFFIX
     return posixpath.join(
         posixpath.dirname(segment.path), segment_file_name(segment.base_offset, suffix)
     )

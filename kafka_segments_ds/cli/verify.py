@@ -259,7 +259,7 @@ def summary_lines(findings: list[Finding], partition_count: int) -> list[str]:
     """The summary line, and what to run next when something can be repaired."""
     labels = Counter(label for label, _, _ in findings)
     status = worst_status(STATUS[label] for label in labels)
-    logs = sum(path.endswith(".log") for _, path, _ in findings)
+    logs = sum(path.endswith((".log", ".log.swap")) for _, path, _ in findings)
     plural = "s" if partition_count != 1 else ""
     lines = [
         f"verify: {len(findings)} files checked ({logs} .log, {len(findings) - logs} index) in "

@@ -265,15 +265,18 @@ def test_discover_glob_of_log_dirs(tmp_path: Path) -> None:
     ]
 
 
-def test_discover_swap_files_are_skipped_with_a_warning(
+def test_discover_a_swap_file_takes_its_segments_place_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """(tests/reader/test_swap.py reads them.) A .swap holding no whole entry replaces only
+    the segment of its name, as the broker's loader renames it over that one."""
     make_partition(tmp_path / "t-0", 0, 100)
     write(tmp_path / "t-0" / segment_file_name(0, ".log.swap"), 5)
     with caplog.at_level(logging.WARNING, logger="kafka_segments_ds.layout"):
         partitions = discover(str(tmp_path / "t-0"), LOCAL)
     assert summary(partitions) == [("t", 0, [0, 100])]
-    assert ".swap" in caplog.text
+    assert partitions[0].segments[0].path.endswith(".log.swap")
+    assert "in place of 00000000000000000000.log" in caplog.text
 
 
 def test_discover_empty_directory(tmp_path: Path) -> None:

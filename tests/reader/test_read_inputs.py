@@ -78,6 +78,63 @@ def test_a_symbolic_link_to_a_path_read_is_read_once(archive: Path, tmp_path: Pa
     assert _rows([str(archive / "orders-0"), str(link)]) == 198
 
 
+def _labels(table: object) -> list[tuple[str, int]]:
+    pairs = zip(table["topic"].to_pylist(), table["partition"].to_pylist(), strict=True)  # type: ignore[index]
+    return sorted(set(pairs))
+
+
+@pytest.mark.parametrize("name", ["t00", "other-7"])
+def test_a_directory_reached_by_a_link_keeps_its_own_name(
+    archive: Path, tmp_path: Path, name: str
+) -> None:
+    """Listed before its target, a link (named anything) does not relabel the partition: the
+    rows are the directory's own topic and partition, whatever the order of the paths."""
+    link = tmp_path / name
+    os.symlink(archive / "orders-0", link)
+    for paths in ([str(link), str(archive)], [str(archive), str(link)]):
+        got = read_table(paths, columns=["topic", "partition", "offset"])
+        assert got.num_rows == TOTAL
+        assert _labels(got) == [
+            ("legacy.events", 0),
+            ("metrics-v1", 0),
+            ("orders", 0),
+            ("orders", 1),
+        ]
+        assert _rows(paths, subscribe="orders") == 396
+
+
+def test_copies_of_one_partition_in_two_places_are_refused(archive: Path, tmp_path: Path) -> None:
+    """Replicas of a partition from two brokers would give every record twice."""
+    for broker in ("a", "b"):
+        shutil.copytree(archive / "orders-0", tmp_path / broker / "orders-0")
+    paths = [str(tmp_path / "a"), str(tmp_path / "b")]
+    with pytest.raises(InvalidOptionError) as info:
+        read_table(paths)
+    message = str(info.value)
+    assert message.startswith(
+        f"orders-0 is in two directories whose segments overlap, {tmp_path}/a/orders-0 (base "
+        "offsets 0, "
+    )
+    assert "(replicas from two brokers? one topic from two clusters?)" in message
+    with pytest.raises(InvalidOptionError, match="orders-0 is in two directories"):
+        list(iter_batches(paths))
+    # the first segments in one place, the rest in another: one partition, in offset order
+    whole = read_table(str(archive / "orders-0"), columns=["offset", "value"])
+    logs = sorted((archive / "orders-0").glob("*.log"))
+    assert len(logs) > 2
+    for place, part in (("old", logs[:2]), ("new", logs[2:])):
+        directory = tmp_path / place / "orders-0"
+        directory.mkdir(parents=True)
+        for log in part:
+            for sibling in log.parent.glob(log.stem + ".*"):
+                shutil.copy(sibling, directory / sibling.name)
+    for order in (["new", "old"], ["old", "new"]):
+        got = read_table([str(tmp_path / p) for p in order], columns=["offset", "value"])
+        assert got.equals(whole)
+    one_label = read_table([str(tmp_path / "new"), str(tmp_path / "old")])
+    assert _labels(one_label) == [("orders", 0)]
+
+
 def test_paths_on_different_stores_are_refused(archive: Path) -> None:
     with pytest.raises(InvalidOptionError, match="on another storage than"):
         read_table(
