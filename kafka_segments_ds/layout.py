@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.errors import InvalidOptionError, UnsafePathError
-from kafka_segments_ds.fs import RangeReader, glob_file_info, has_glob
+from kafka_segments_ds.fs import glob_file_info, has_glob
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -45,7 +45,6 @@ TXN_INDEX_SUFFIX = ".txnindex"
 SWAP_SUFFIX = ".swap"
 CLEANED_SUFFIX = ".cleaned"
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_SWAP_WINDOW_BYTES = 4 << 20  # reads of the walk to a .swap file's last entry
 SEGMENT_NAME_DIGITS = 20
 MAX_TOPIC_LENGTH = 249
 MAX_PARTITION = 2**31 - 1  # Kafka parses the partition with Integer.parseInt
@@ -172,7 +171,9 @@ def discover(
 
 
 def merge_partitions(
-    partitions: Iterable[PartitionLog], location: Callable[[str], str] | None = None
+    partitions: Iterable[PartitionLog],
+    location: Callable[[str], str] | None = None,
+    next_offset: Callable[[SegmentRef], int] | None = None,
 ) -> list[PartitionLog]:
     """One PartitionLog per directory, each segment once: the union of what overlapping inputs
     (a log dir and one of its partition dirs, a dir and one of its ``.log`` files, globs that
@@ -180,7 +181,8 @@ def merge_partitions(
     really is (on local disk: through symbolic links), so that one file reached by two paths
     is read once; by default a path is its location. A directory reached by several names is
     labelled by its own name when that is ``<topic>-<partition>`` (else by the first name that
-    is), whatever the order of the inputs. Then :func:`join_copies`."""
+    is), whatever the order of the inputs. Given ``next_offset`` (the offset after a segment's
+    last entry), a read of records: :func:`join_copies`."""
     where = location or (lambda path: path)
     merged: dict[str, PartitionLog] = {}
     for partition in partitions:
@@ -198,37 +200,39 @@ def merge_partitions(
         elif topic is None:
             topic, number = partition.topic, partition.partition
         merged[key] = PartitionLog(topic, number, seen.directory, tuple(ordered))
-    return join_copies(list(merged.values()))
+    found = list(merged.values())
+    return found if next_offset is None else join_copies(found, next_offset)
 
 
-def join_copies(partitions: list[PartitionLog]) -> list[PartitionLog]:
-    """Partition directories named alike (``<topic>-<partition>``) in different places: their
-    segments joined into one partition when their base offsets do not interleave (an archive
-    kept in pieces), else :class:`InvalidOptionError`: copies of one partition (replicas from
-    two brokers, a backup and its source) would give every record twice, and a topic of the
-    same name from two clusters would give two records one key."""
+def join_copies(
+    partitions: list[PartitionLog], next_offset: Callable[[SegmentRef], int]
+) -> list[PartitionLog]:
+    """Broker partition directories of the same ``<topic>-<partition>`` in different places:
+    one partition, their segments in offset order, when each piece ends (``next_offset`` of its
+    last segment) at or before the next one begins (an archive kept in pieces), else
+    :class:`InvalidOptionError`: copies of one partition (replicas from two brokers, a backup
+    and its source) would give records twice, and a topic of the same name from two clusters
+    two records one key."""
     named: dict[tuple[str, int], list[PartitionLog]] = {}
     for part in partitions:
-        broker_style = parse_partition_dir_name(posixpath.basename(part.directory)) is not None
-        if part.topic is not None and part.partition is not None and broker_style:
-            named.setdefault((part.topic, part.partition), []).append(part)
+        own = parse_partition_dir_name(posixpath.basename(part.directory))
+        if part.segments and own is not None and own == (part.topic, part.partition):
+            named.setdefault(own, []).append(part)
     joined: dict[int, PartitionLog | None] = {}
     for (topic, number), parts in named.items():
         if len(parts) < 2:
             continue
-        parts = sorted(parts, key=lambda p: p.segments[0].base_offset if p.segments else -1)
+        parts = sorted(parts, key=lambda p: p.segments[0].base_offset)
         for before, after in itertools.pairwise(parts):
-            if (
-                before.segments
-                and after.segments
-                and before.segments[-1].base_offset >= after.segments[0].base_offset
-            ):
+            begins = after.segments[0].base_offset
+            last = before.segments[-1]
+            if last.base_offset >= begins or next_offset(last) > begins:
                 raise InvalidOptionError(
-                    f"{topic}-{number} is in two directories whose segments overlap, "
-                    f"{before.directory} (base offsets {_bases(before)}) and "
-                    f"{after.directory} ({_bases(after)}): the same offsets twice (replicas "
-                    "from two brokers? one topic from two clusters?) break the (topic, "
-                    "partition, offset) key; read them apart"
+                    f"{topic}-{number} is in two directories whose offsets overlap, "
+                    f"{before.directory} (segments {_bases(before)}) and {after.directory} "
+                    f"({_bases(after)}): the same offsets twice (replicas from two brokers? one "
+                    "topic from two clusters?) break the (topic, partition, offset) key; read "
+                    "them apart"
                 )
         segments = tuple(seg for part in parts for seg in part.segments)
         joined[id(parts[0])] = PartitionLog(topic, number, parts[0].directory, segments)
@@ -239,6 +243,11 @@ def join_copies(partitions: list[PartitionLog]) -> list[PartitionLog]:
         if replacement is not None:
             out.append(replacement)
     return out
+
+
+def segment_directories(part: PartitionLog) -> list[str]:
+    """The directories ``part``'s segments are in (more than its own when joined)."""
+    return sorted({part.directory, *(posixpath.dirname(seg.path) for seg in part.segments)})
 
 
 def _bases(part: PartitionLog) -> str:
@@ -354,6 +363,13 @@ def _is_log_file(name: str) -> bool:
     return parsed is not None and parsed[1] == LOG_SUFFIX
 
 
+def _is_segment_data(name: str) -> bool:
+    """A ``.log``, or the ``.log.swap`` of an interrupted replacement (what makes a directory a
+    partition directory)."""
+    parsed = parse_segment_file_name(name)
+    return parsed is not None and parsed[1] in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX)
+
+
 def _discover_directory(
     filesystem: pafs.FileSystem, directory: str, found: dict[str, _Partition]
 ) -> None:
@@ -365,7 +381,7 @@ def _discover_directory(
         children.setdefault(posixpath.dirname(info.path), []).append(info)
 
     top = children.get(directory, [])
-    if any(info.type == pafs.FileType.File and _is_log_file(info.base_name) for info in top):
+    if any(info.type == pafs.FileType.File and _is_segment_data(info.base_name) for info in top):
         _collect(directory, top, None, found, filesystem)
         return
     for info in top:
@@ -414,8 +430,7 @@ def _collect(
         if parsed[0] > MAX_OFFSET and suffix in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX):
             raise UnsafePathError(f"{info.path}: base offset {stem} exceeds 2^63 - 1")
         if suffix == LOG_SUFFIX:
-            if only is None or info.path in only:
-                logs[stem] = info
+            logs[stem] = info
         elif suffix in _INDEX_SUFFIXES:
             siblings[(stem, suffix)] = info
         elif suffix == LOG_SUFFIX + SWAP_SUFFIX:
@@ -426,17 +441,21 @@ def _collect(
             cleaned.append(parsed[0])
         # Anything else (.snapshot, .deleted, a snapshot's .swap, ...) is not data to read.
 
+    wanted = {stem for stem, info in logs.items() if only is None or info.path in only}
     kept_swaps: dict[str, pafs.FileInfo] = {}
-    if swaps and only is None and filesystem is not None:
-        kept_swaps = _complete_swaps(directory, logs, swaps, cleaned, filesystem)  # edits logs
+    if swaps and filesystem is not None:
+        kept_swaps = _complete_swaps(directory, logs, swaps, cleaned, filesystem, swap_siblings)
+        if only is not None and wanted <= logs.keys():
+            kept_swaps = {}  # no named file replaced: read as named
     elif swaps:
-        # the named .log files are read as named; a listing without a file system to read
-        # the .swap files (a tiered bucket's, where no broker leaves one) keeps the regular
+        # a listing without a file system to read the .swap files (a tiered bucket's, where
+        # no broker leaves one) keeps the regular files
         _logger.warning(
             "%s holds unfinished .swap files (%s); reading the regular segment files instead",
             directory,
             ", ".join(sorted(info.base_name for info in swaps.values())),
         )
+    logs = {stem: info for stem, info in logs.items() if stem in wanted}  # (less the replaced)
 
     chosen = [(stem, info, siblings) for stem, info in logs.items()]
     chosen += [(stem, info, swap_siblings) for stem, info in kept_swaps.items()]
@@ -464,6 +483,7 @@ def _complete_swaps(
     swaps: dict[str, pafs.FileInfo],
     cleaned: list[int],
     filesystem: pafs.FileSystem,
+    swap_siblings: Mapping[tuple[str, str], pafs.FileInfo],
 ) -> dict[str, pafs.FileInfo]:
     """What the broker's log loader makes of the ``.swap`` files of a replacement that a crash
     interrupted (FORMAT §7.2; Kafka's ``LogLoader``): a ``.swap`` at or above the lowest
@@ -493,7 +513,10 @@ def _complete_swaps(
     if not kept:
         return {}
     low = min(int(stem) for stem in kept)
-    high = max(_next_offset(filesystem, info, int(stem)) for stem, info in kept.items())
+    high = max(
+        _next_offset(filesystem, info, int(stem), swap_siblings.get((stem, INDEX_SUFFIX)))
+        for stem, info in kept.items()
+    )
     replaced = sorted(stem for stem in logs if low <= int(stem) < high or stem in kept)
     for stem in replaced:
         del logs[stem]
@@ -507,17 +530,21 @@ def _complete_swaps(
     return kept
 
 
-def _next_offset(filesystem: pafs.FileSystem, info: pafs.FileInfo, base: int) -> int:
+def _next_offset(
+    filesystem: pafs.FileSystem, info: pafs.FileInfo, base: int, index: pafs.FileInfo | None
+) -> int:
     """The offset after the last entry of a ``.log.swap`` (Kafka's ``readNextOffset``: its base
-    offset when it holds none), by walking its entry framing."""
-    from kafka_segments_ds.records import kernels as K  # (a swap is rare: imported when met)
-    from kafka_segments_ds.records.batches import walk_entries
+    offset when it holds none), walked from its ``.index.swap``'s last entry when that checks
+    out, else from its start (:func:`kafka_segments_ds.tail.segment_tail`)."""
+    from kafka_segments_ds.tail import segment_tail  # (a swap is rare: imported when met)
 
-    size = int(info.size)
-    last = None
-    with RangeReader(filesystem, info.path) as read:
-        for walked in walk_entries(read, 0, size, _SWAP_WINDOW_BYTES, file_size=size):
-            if walked.positions.shape[0]:
-                lasts = K.entry_last_offsets(walked.window, walked.positions, walked.magics)
-                last = int(lasts[-1])
-    return base if last is None else max(base, last + 1)
+    seg = SegmentRef(
+        path=info.path,
+        base_offset=base,
+        size=int(info.size),
+        index_path=None if index is None else index.path,
+        timeindex_path=None,
+        txnindex_path=None,
+        index_size=0 if index is None else int(index.size),
+    )
+    return max(base, segment_tail(filesystem, seg).next_offset)

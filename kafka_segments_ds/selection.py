@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError, KafkaSegmentsError, NoKafkaDataError
 from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import TIERED_LAYOUTS, PartitionLog, merge_partitions
+from kafka_segments_ds.layout import TIERED_LAYOUTS, PartitionLog, SegmentRef, merge_partitions
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 from kafka_segments_ds.tiered.layouts import ManifestCache
@@ -153,7 +153,20 @@ class Discovery:
         if len(self.roots) > 1 and isinstance(self.filesystem, pafs.LocalFileSystem):
             location = os.path.realpath  # one file reached through a symbolic link and directly
         # a tiered bucket is read through a view that serves its segments as plain ones
-        return combine_filesystems(self.filesystem, views), merge_partitions(found, location)
+        view = combine_filesystems(self.filesystem, views)
+        return view, merge_partitions(found, location, next_offset_on(view))
+
+
+def next_offset_on(filesystem: pafs.FileSystem) -> Callable[[SegmentRef], int]:
+    """The offset after a segment's last entry, walked from its index's last entry
+    (:func:`kafka_segments_ds.tail.segment_tail`): where a piece of a partition ends."""
+
+    def next_offset(seg: SegmentRef) -> int:
+        from kafka_segments_ds.tail import segment_tail  # (only for same-named directories)
+
+        return segment_tail(filesystem, seg).next_offset
+
+    return next_offset
 
 
 def no_data_message(path: str, layout: str | None) -> str:

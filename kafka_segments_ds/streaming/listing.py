@@ -14,9 +14,9 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError
-from kafka_segments_ds.layout import PartitionLog, merge_partitions
+from kafka_segments_ds.layout import PartitionLog, merge_partitions, segment_directories
 from kafka_segments_ds.options import ReadOptions
-from kafka_segments_ds.selection import Discovery, select_partitions
+from kafka_segments_ds.selection import Discovery, next_offset_on, select_partitions
 from kafka_segments_ds.tiered import combine_filesystems
 
 TopicPartition = tuple[str, int]
@@ -83,12 +83,17 @@ class ArchiveListing:
                 self._tiered = True
                 return self._list_tiered()
             found.extend(listed)
-        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
+        location = None
+        if len(discovery.roots) > 1 and isinstance(self.filesystem, pafs.LocalFileSystem):
+            location = os.path.realpath  # one file reached through a symbolic link and directly
+        merged = merge_partitions(found, location, next_offset_on(self.filesystem))
+        partitions = _by_topic_partition(select_partitions(merged, self.options))
         if partitions:
             self._tiered = False  # a broker log dir: never looked at as a bucket again
         for part in partitions.values():
-            if watched is not None and part.directory not in watched:
-                watched[part.directory] = -1  # not stat'ed before the listing: list again
+            for directory in segment_directories(part):  # (a partition's pieces: several)
+                if watched is not None and directory not in watched:
+                    watched[directory] = -1  # not stat'ed before the listing: list again
         self.last, self._watched = partitions, watched
         return partitions
 
@@ -132,7 +137,9 @@ class ArchiveListing:
         roots = list(self.discovery.roots)
         if any(kfs.has_glob(root) or not os.path.isdir(root) for root in roots):
             return None
-        directories = [*roots, *(p.directory for p in (self.last or {}).values())]
+        directories = [*roots]
+        for part in (self.last or {}).values():
+            directories += segment_directories(part)
         # A file timestamp has the kernel's coarse clock: a directory changed within the last
         # tick may change again with the same mtime. Recent ones are listed again ("racy git").
         racy = time.time_ns() - RACY_MTIME_NS

@@ -47,7 +47,6 @@ from kafka_segments_ds.layout import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     discover,
     parse_partition_dir_name,
     segment_file_name,
@@ -423,15 +422,9 @@ def log_end_offset(filesystem: pafs.FileSystem, directory: str) -> tuple[int, li
     segments = partitions[0].segments
     last = segments[-1]
     if last.size == 0:
-        prefix = last.path[: -len(LOG_SUFFIX)]
+        # its own files (an empty .log.swap's are .index.swap, ...)
         stale = [last.path] + [
-            prefix + suffix
-            for suffix, present in (
-                (INDEX_SUFFIX, last.index_path),
-                (TIME_INDEX_SUFFIX, last.timeindex_path),
-                (TXN_INDEX_SUFFIX, last.txnindex_path),
-            )
-            if present
+            path for path in (last.index_path, last.timeindex_path, last.txnindex_path) if path
         ]
         return last.base_offset, stale
     # the next offset follows the last entry the reader returns; the writer appends only after

@@ -112,8 +112,7 @@ def test_copies_of_one_partition_in_two_places_are_refused(archive: Path, tmp_pa
         read_table(paths)
     message = str(info.value)
     assert message.startswith(
-        f"orders-0 is in two directories whose segments overlap, {tmp_path}/a/orders-0 (base "
-        "offsets 0, "
+        f"orders-0 is in two directories whose offsets overlap, {tmp_path}/a/orders-0 (segments 0, "
     )
     assert "(replicas from two brokers? one topic from two clusters?)" in message
     with pytest.raises(InvalidOptionError, match="orders-0 is in two directories"):
@@ -128,11 +127,70 @@ def test_copies_of_one_partition_in_two_places_are_refused(archive: Path, tmp_pa
         for log in part:
             for sibling in log.parent.glob(log.stem + ".*"):
                 shutil.copy(sibling, directory / sibling.name)
-    for order in (["new", "old"], ["old", "new"]):
+    for order in (["new", "old"], ["old", "new"]):  # (each piece ends before the next)
         got = read_table([str(tmp_path / p) for p in order], columns=["offset", "value"])
         assert got.equals(whole)
     one_label = read_table([str(tmp_path / "new"), str(tmp_path / "old")])
     assert _labels(one_label) == [("orders", 0)]
+
+
+def _one_partition(directory: Path, offsets: range) -> None:
+    from kafka_segments_ds.records.builder import RecordSpec, encode_batch
+
+    directory.mkdir(parents=True, exist_ok=True)
+    data = b"".join(
+        encode_batch([RecordSpec(b"v%d" % o, None, 1000 + o)], base_offset=o) for o in offsets
+    )
+    (directory / f"{offsets[0]:020d}.log").write_bytes(data)
+
+
+def test_pieces_whose_offsets_overlap_are_refused(tmp_path: Path) -> None:
+    """Base offsets that do not interleave are not enough: a piece's last segment may reach
+    past where the next piece begins (replicas that rolled at other offsets)."""
+    _one_partition(tmp_path / "a" / "t-0", range(10))
+    _one_partition(tmp_path / "b" / "t-0", range(5, 12))
+    paths = [str(tmp_path / "a"), str(tmp_path / "b")]
+    with pytest.raises(InvalidOptionError, match=r"t-0 is in two directories whose offsets"):
+        read_table(paths)
+    with pytest.raises(InvalidOptionError, match=r"t-0 is in two directories whose offsets"):
+        _planner_of(paths).list_partitions()
+    # the command line checks files, it does not key records: both are verified
+    from kafka_segments_ds.cli import main as cli_main
+
+    assert cli_main(["verify", *paths]) == 0
+    _one_partition(tmp_path / "c" / "t-0", range(10, 12))  # ends where the next one begins
+    assert read_table([str(tmp_path / "c"), str(tmp_path / "a")])["offset"].to_pylist() == list(
+        range(12)
+    )
+
+
+def _planner_of(paths: list[str]) -> StreamPlanner:
+    return StreamPlanner(paths, *parse_stream_options({}))
+
+
+def test_a_stream_sees_new_segments_in_every_piece(tmp_path: Path) -> None:
+    old, live = tmp_path / "old" / "t-0", tmp_path / "live" / "t-0"
+    _one_partition(old, range(5))
+    _one_partition(live, range(5, 8))
+    past = 1_000_000_000  # every directory time well before the listing (no "racy" relisting)
+    for directory in (old, live, old.parent, live.parent):
+        os.utime(directory, (past, past))
+    planner = _planner_of([str(old.parent), str(live.parent)])
+    for _ in range(2):  # the second listing keeps the directory times the first one took
+        [part] = planner.list_partitions().values()
+        assert planner.latest_of(part) == 8
+    _one_partition(live, range(8, 12))  # a roll in the live piece
+    [part] = planner.list_partitions().values()
+    assert [s.base_offset for s in part.segments] == [0, 5, 8]
+    assert planner.latest_of(part) == 12
+
+
+def test_a_stream_of_a_link_and_its_target(archive: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    os.symlink(archive / "orders-0", link)
+    planner = _planner_of([str(link), str(archive)])
+    parts = planner.list_partitions()
+    assert sorted(parts) == [("legacy.events", 0), ("metrics-v1", 0), ("orders", 0), ("orders", 1)]
 
 
 def test_paths_on_different_stores_are_refused(archive: Path) -> None:

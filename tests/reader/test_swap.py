@@ -132,15 +132,19 @@ def test_an_empty_swap_replaces_the_segment_of_its_name(tmp_path: Path) -> None:
     assert _read(part)[0] == [3, 4]
 
 
-def test_named_log_files_are_read_as_named(
+def test_named_log_files_are_read_as_the_broker_would_serve_them(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A named .log that a .swap replaces reads as the replacement (the same as its directory
+    read, so overlapping paths agree); one no .swap replaces reads as named."""
     part = tmp_path / "t-0"
     named = _write(part, 0, ".log", _log(range(5)))
     _write(part, 0, ".log.swap", _log(range(3, 5)))
+    later = _write(part, 5, ".log", _log(range(5, 7)))
     with caplog.at_level(logging.WARNING, logger="kafka_segments_ds.layout"):
-        assert _read(named)[0] == list(range(5))
-    assert "reading the regular segment files instead" in caplog.text
+        assert _read(named)[0] == [3, 4]
+    assert "in place of 00000000000000000000.log" in caplog.text
+    assert _read(later)[0] == [5, 6]
 
 
 def test_verify_and_dump_read_the_swap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,3 +156,24 @@ def test_verify_and_dump_read_the_swap(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "00000000000000000000.log.swap: 3 batches, 3 records, last offset 9" in out
     assert "2 files checked (2 .log, 0 index)" in out
+
+
+def test_a_log_dir_and_one_of_its_files_with_a_swap(tmp_path: Path) -> None:
+    """Overlapping paths read each segment once when a .swap replaces the named file too."""
+    part = tmp_path / "t-0"
+    named = _write(part, 0, ".log", _log(range(10)))
+    _write(part, 0, ".log.swap", _log(range(7, 10)))
+    _write(part, 10, ".log", _log(range(10, 13)))
+    want = [7, 8, 9, 10, 11, 12]
+    for paths in ([part, named], [named, part], [part, f"{part}/*.log"]):
+        assert read_table([str(p) for p in paths])["offset"].to_pylist() == want
+    # a named file no .swap replaces is read as named
+    assert _read(part / segment_file_name(10, ".log"))[0] == [10, 11, 12]
+
+
+def test_a_partition_directory_holding_only_a_swap(tmp_path: Path) -> None:
+    part = tmp_path / "t-0"
+    _write(part, 0, ".log.deleted", _log(range(10)))
+    _write(part, 0, ".log.swap", _log(range(7, 10)))
+    for path in (part, tmp_path, f"{tmp_path}/*", f"{tmp_path}/t-*"):
+        assert read_table(str(path))["offset"].to_pylist() == [7, 8, 9]
