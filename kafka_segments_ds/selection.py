@@ -11,6 +11,7 @@ for topics that do not exist yet; the command line lists each path with :func:`d
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,9 +19,20 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds.errors import InvalidOptionError, KafkaSegmentsError, NoKafkaDataError
-from kafka_segments_ds.journal import check_readable
-from kafka_segments_ds.layout import TIERED_LAYOUTS, PartitionLog, SegmentRef, merge_partitions
+from kafka_segments_ds.errors import (
+    CommitInProgressError,
+    InvalidOptionError,
+    KafkaSegmentsError,
+    NoKafkaDataError,
+)
+from kafka_segments_ds.journal import STAGING_PREFIX, check_readable, list_dir
+from kafka_segments_ds.layout import (
+    TIERED_LAYOUTS,
+    PartitionLog,
+    SegmentRef,
+    merge_partitions,
+    parse_partition_dir_name,
+)
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.tiered import combine_filesystems, discover_layout, load_private_keys
 from kafka_segments_ds.tiered.layouts import ManifestCache
@@ -65,16 +77,40 @@ def discover_root(
     Path errors (not found, permission denied) are raised as they are; a store that cannot be
     listed is a :class:`~kafka_segments_ds.errors.StorageError` naming URI and endpoint."""
     try:
-        if check and not kfs.has_glob(root):
+        if not check or kfs.has_glob(root):
+            return discover_layout(
+                root,
+                filesystem,
+                layout,
+                keys,
+                tiered_only=tiered_only,
+                manifests=manifests,
+                checked=checked,
+            )
+        for _ in range(LISTING_ATTEMPTS):
+            before = _commit_stamp(filesystem, root)
             check_readable(filesystem, root)
-        return discover_layout(
-            root,
-            filesystem,
-            layout,
-            keys,
-            tiered_only=tiered_only,
-            manifests=manifests,
-            checked=checked,
+            found = discover_layout(
+                root,
+                filesystem,
+                layout,
+                keys,
+                tiered_only=tiered_only,
+                manifests=manifests,
+                checked=checked,
+            )
+            check_readable(filesystem, root)  # a commit that began while it was listed
+            after = _commit_stamp(filesystem, root)
+            if after == before:
+                return found
+            # a write's staging directory came or went while it was listed (or the log dir
+            # changed otherwise: a broker rewriting its checkpoint files): its commit may have
+            # begun and ended meanwhile, and the listing hold part of it; list again
+        if after[0] == before[0]:
+            return found  # only the log dir's time kept changing: no write came or went
+        raise CommitInProgressError(
+            f"kafkasegments writes kept committing into {root} while it was listed "
+            f"({LISTING_ATTEMPTS} attempts); retry when they are done"
         )
     except (KafkaSegmentsError, *PATH_ERRORS):
         raise
@@ -155,6 +191,36 @@ class Discovery:
         # a tiered bucket is read through a view that serves its segments as plain ones
         view = combine_filesystems(self.filesystem, views)
         return view, merge_partitions(found, location, next_offset_on(view))
+
+
+LISTING_ATTEMPTS = 3
+
+
+def _commit_stamp(filesystem: pafs.FileSystem, root: str) -> tuple[frozenset[str], int | None]:
+    """What a commit into ``root``'s log dir (``root``, or for a partition directory its
+    parent) changes: the write's staging directory, made in the log dir when the write starts
+    and removed when its commit is done, is among the log dir's entries meanwhile, and its
+    coming and going changes the log dir's modification time (on local disk; None elsewhere:
+    an object store has no directory times). A commit that began and ended while ``root`` was
+    listed changes one or the other."""
+    if filesystem.get_file_info(root).type != pafs.FileType.Directory:
+        return frozenset(), None  # a .log file: its directory is listed in one call, at once
+    log_dir = root
+    if parse_partition_dir_name(posixpath.basename(root)) is not None:
+        log_dir = posixpath.dirname(root)
+    mtime = None
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        try:
+            mtime = os.stat(log_dir).st_mtime_ns
+        except OSError:
+            mtime = None
+    staging = frozenset(
+        entry.path
+        for place in {root, log_dir}
+        for entry in list_dir(filesystem, place)
+        if entry.type == pafs.FileType.Directory and entry.base_name.startswith(STAGING_PREFIX)
+    )
+    return staging, mtime
 
 
 def next_offset_on(filesystem: pafs.FileSystem) -> Callable[[SegmentRef], int]:

@@ -828,3 +828,43 @@ def test_the_mode_is_taken_in_any_case(tmp_path: Path) -> None:
     assert read_table(str(tmp_path)).num_rows == 2
     write_table(records(1), tmp_path, topic="t", mode="APPEND")
     assert read_table(str(tmp_path)).num_rows == 3
+
+
+def test_a_commit_landing_while_a_read_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that commits while a read lists the log dir: the read lists again (it never
+    returns part of a commit), and refuses while the commit is still being applied."""
+    from kafka_segments_ds import selection
+
+    write_table(records(40), tmp_path, topic="t", numPartitions=4)
+    listed = selection.discover_layout
+    calls = []
+
+    def racing(root: str, *args: object, **kwargs: object) -> object:
+        found = listed(root, *args, **kwargs)
+        calls.append(root)
+        if len(calls) == 1:  # an append commits while this listing runs
+            write_table(records(8), tmp_path, topic="t", numPartitions=4)
+        return found
+
+    monkeypatch.setattr(selection, "discover_layout", racing)
+    assert read_table(tmp_path, subscribe="t").num_rows == 48
+    assert len(calls) == 2  # the first listing (taken before the commit) was not used
+    calls.clear()  # a partition directory read: the commits into its log dir count
+    monkeypatch.undo()
+    before = read_table(tmp_path / "t-0").num_rows
+    monkeypatch.setattr(selection, "discover_layout", racing)
+    got = read_table(tmp_path / "t-0").num_rows
+    monkeypatch.undo()
+    assert len(calls) == 2 and got == read_table(tmp_path / "t-0").num_rows > before
+
+    def applying(root: str, *args: object, **kwargs: object) -> object:
+        staging = tmp_path / ".kafkasegments-staging-0123"
+        staging.mkdir(exist_ok=True)
+        (staging / "_COMMIT.json").write_text("{}")  # a commit decided, being applied
+        return listed(root, *args, **kwargs)
+
+    monkeypatch.setattr(selection, "discover_layout", applying)
+    with pytest.raises(CommitInProgressError, match="is committing into"):
+        read_table(tmp_path)
