@@ -384,6 +384,8 @@ def _discover_directory(
     if any(info.type == pafs.FileType.File and _is_segment_data(info.base_name) for info in top):
         _collect(directory, top, None, found, filesystem)
         return
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        _refuse_dangling_links(directory, top)  # a partition dir whose only segment is one
     for info in top:
         if info.type == pafs.FileType.Directory and parse_partition_dir_name(info.base_name):
             _collect(info.path, children.get(info.path, []), None, found, filesystem)
@@ -414,6 +416,9 @@ def _collect(
     """Turn one directory's listing into SegmentRefs (restricted to ``only`` when given).
     Given ``filesystem``, the ``.swap`` files of an interrupted segment replacement take the
     place of the segments they replace (:func:`_complete_swaps`)."""
+    files = list(files)
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        _refuse_dangling_links(directory, files)
     logs: dict[str, pafs.FileInfo] = {}
     siblings: dict[tuple[str, str], pafs.FileInfo] = {}
     swaps: dict[str, pafs.FileInfo] = {}  # stem -> <stem>.log.swap
@@ -475,6 +480,30 @@ def _collect(
             timeindex_size=0 if timeindex is None else int(timeindex.size),
             txnindex_size=0 if txnindex is None else int(txnindex.size),
         )
+
+
+def _refuse_dangling_links(directory: str, files: list[pafs.FileInfo]) -> None:
+    """A segment file that is a symbolic link to nothing (a volume not mounted) is missing
+    data: raise FileNotFoundError naming it (pyarrow's listing leaves such links out)."""
+    listed = {info.base_name for info in files}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return  # gone meanwhile: the reads that follow say so
+    for name in names:
+        parsed = parse_segment_file_name(name)
+        if (
+            name in listed
+            or parsed is None
+            or parsed[1] not in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX)
+        ):
+            continue
+        path = posixpath.join(directory, name)
+        if os.path.islink(path) and not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{path} is a symbolic link to {os.readlink(path)}, which does not exist: "
+                "its records cannot be read (a volume not mounted?)"
+            )
 
 
 def _complete_swaps(

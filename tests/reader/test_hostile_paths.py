@@ -149,3 +149,27 @@ def test_stream_of_a_local_tiered_bucket_refuses_a_symlink_added_later(tmp_path:
     os.symlink(outside, secret)  # the second segment's .log, linked out of the bucket
     with pytest.raises(UnsafePathError, match="outside the input"):
         planner.next_offsets(start)
+
+
+def test_a_segment_linked_to_nothing_is_an_error_not_a_gap(logs: Path) -> None:
+    """pyarrow's listing leaves a dangling symbolic link out: a segment on a volume that is
+    not mounted would be a silent hole in the offsets."""
+    part = logs / "t-0"
+    (part / "00000000000000000001.log").write_bytes(batch(1, b"later"))
+    segment = part / "00000000000000000001.log"
+    data = segment.read_bytes()
+    segment.unlink()
+    segment.symlink_to("/nonexistent-volume/" + segment.name)
+    message = f"{segment} is a symbolic link to /nonexistent-volume/{segment.name}, which does not"
+    with pytest.raises(FileNotFoundError, match=message):
+        ksd.read_table(str(logs))
+    with pytest.raises(FileNotFoundError, match=message):
+        ksd.read_table(str(part))
+    from kafka_segments_ds.cli import main as cli_main
+
+    assert cli_main(["verify", str(logs)]) == 2
+    # a dangling link of an optional index is no gap: the segment is read without it
+    segment.unlink()
+    segment.write_bytes(data)
+    (part / (segment.stem + ".index")).symlink_to("/nonexistent-volume/x.index")
+    assert values(logs) == [b"inside", b"later"]
