@@ -77,7 +77,11 @@ def discover_root(
     Path errors (not found, permission denied) are raised as they are; a store that cannot be
     listed is a :class:`~kafka_segments_ds.errors.StorageError` naming URI and endpoint."""
     try:
-        if not check or kfs.has_glob(root):
+        if not check or kfs.has_glob(root) or not isinstance(filesystem, pafs.LocalFileSystem):
+            if check and not kfs.has_glob(root):
+                # (an object store: the journal check alone, one listing of requests; its
+                # moves are copies, and a listing there is no snapshot either)
+                check_readable(filesystem, root)
             return discover_layout(
                 root,
                 filesystem,
@@ -200,20 +204,17 @@ def _commit_stamp(filesystem: pafs.FileSystem, root: str) -> tuple[frozenset[str
     """What a commit into ``root``'s log dir (``root``, or for a partition directory its
     parent) changes: the write's staging directory, made in the log dir when the write starts
     and removed when its commit is done, is among the log dir's entries meanwhile, and its
-    coming and going changes the log dir's modification time (on local disk; None elsewhere:
-    an object store has no directory times). A commit that began and ended while ``root`` was
-    listed changes one or the other."""
+    coming and going changes the log dir's modification time (local disk). A commit that began
+    and ended while ``root`` was listed changes one or the other."""
     if filesystem.get_file_info(root).type != pafs.FileType.Directory:
         return frozenset(), None  # a .log file: its directory is listed in one call, at once
     log_dir = root
     if parse_partition_dir_name(posixpath.basename(root)) is not None:
         log_dir = posixpath.dirname(root)
-    mtime = None
-    if isinstance(filesystem, pafs.LocalFileSystem):
-        try:
-            mtime = os.stat(log_dir).st_mtime_ns
-        except OSError:
-            mtime = None
+    try:
+        mtime: int | None = os.stat(log_dir).st_mtime_ns
+    except OSError:
+        mtime = None
     staging = frozenset(
         entry.path
         for place in {root, log_dir}
