@@ -129,13 +129,25 @@ def render_bytes(data: bytes | None, encoding: str) -> Any:
     if encoding == "json":
         # a value in Confluent's wire format (0x00, a 4-byte schema id, JSON): its JSON
         for start in (0, 5) if data[:1] == b"\x00" else (0,):
-            try:
-                parsed = json.loads(data[start:])
-            except ValueError:
-                continue
+            parsed = _json_or_none(data[start:])
             if parsed is not None:
                 return parsed
     return data.decode("utf-8", errors="replace")
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _json_or_none(data: bytes) -> Any:
+    """``data`` parsed as JSON that JSON output can hold again (no NaN or infinity, no lone
+    surrogate, nesting Python can write back), else None."""
+    try:
+        parsed = json.loads(data, parse_constant=_not_json)
+        json.dumps(parsed, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, UnicodeError, RecursionError):
+        return None
+    return parsed
 
 
 def iso(ms: int | None) -> str:

@@ -177,3 +177,29 @@ def test_cli_does_not_import_pandas(tmp_path: Path, argv: list[str]) -> None:
         assert int(lines) == len(read_table(root))
     else:
         assert int(lines) > 0
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"),
+    [
+        (b'{"a": [1, 2.5, "x"]}', {"a": [1, 2.5, "x"]}),
+        (b'\x00\x00\x00\x00\x07{"a": 1}', {"a": 1}),  # Confluent's wire format
+        # JSON that JSON output could not hold again: the text, as utf8 renders it
+        (b'{"name": "\\ud83d"}', '{"name": "\\ud83d"}'),  # a lone surrogate
+        (b"NaN", "NaN"),
+        (b"[1, Infinity]", "[1, Infinity]"),
+        (b"-Infinity", "-Infinity"),
+        (b"1e999", "1e999"),  # valid JSON, but a float beyond any double
+        (b"[" * 100_000 + b"]" * 100_000, "[" * 100_000 + "]" * 100_000),
+        (b"null", "null"),
+    ],
+)
+def test_json_rendering_writes_json_back(value: bytes, rendered: object) -> None:
+    from kafka_segments_ds.cli.common import render_bytes
+
+    got = render_bytes(value, "json")
+    assert got == rendered
+    line = json.dumps({"value": got}, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    assert json.loads(line) == {"value": rendered}
+    batch = pa.record_batch({"value": pa.array([value], pa.binary())})
+    assert json.loads(bytes(jsonl_bytes(batch, "utf8", "json"))) == {"value": rendered}
