@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from kafka_segments_ds.errors import InvalidInputError
 from kafka_segments_ds.records._compiled import load
+from kafka_segments_ds.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from kafka_segments_ds.records.encoder import BinaryColumn, RecordColumns
 
 _UNITS_PER_MS = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}  # 0: seconds (multiply)
@@ -166,6 +167,39 @@ def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
                 raise InvalidInputError("a header key is null; Kafka header keys are strings")
             header_keys, header_values = binary_column(hk), binary_column(hv)
     return RecordColumns(timestamps, keys, values, header_rows, header_keys, header_values)
+
+
+# a record's and a batch's length fields are signed 32-bit: a record this large cannot be framed
+MAX_RECORD_BYTES = 2**31 - 1 - 1024
+
+
+def check_record_sizes(columns: RecordColumns, compressed: bool) -> None:
+    """Refuse (InvalidInputError) a record a read could not take back: one whose key, value and
+    headers reach 2 GiB (Kafka's length fields are 32-bit), or, compressed, exceed the readers'
+    default bound on decompressed bytes (``maxDecompressedBytes``, 256 MiB; a broker's own
+    ``max.message.bytes`` defaults to 1 MiB)."""
+    if not columns.rows:
+        return
+    sizes = np.diff(columns.values.offsets).astype(np.int64)
+    sizes += np.diff(columns.keys.offsets)
+    header_bytes = np.diff(columns.header_keys.offsets).astype(np.int64)
+    header_bytes += np.diff(columns.header_values.offsets)
+    if header_bytes.shape[0]:
+        per_record = np.concatenate([[0], np.cumsum(header_bytes)])
+        sizes += per_record[columns.header_rows[1:]] - per_record[columns.header_rows[:-1]]
+    limit = DEFAULT_MAX_DECOMPRESSED_BYTES if compressed else MAX_RECORD_BYTES
+    if int(sizes.max()) <= limit:
+        return
+    row = int(np.argmax(sizes > limit))
+    why = (
+        "beyond the 256 MiB a read decompresses by default (option maxDecompressedBytes); "
+        "write it uncompressed or in smaller records"
+        if compressed and sizes[row] <= MAX_RECORD_BYTES
+        else "Kafka's record and batch length fields are 32-bit"
+    )
+    raise InvalidInputError(
+        f"row {row}: a record of {int(sizes[row])} bytes of key, value and headers, {why}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

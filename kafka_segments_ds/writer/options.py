@@ -21,7 +21,11 @@ from kafka_segments_ds.options import (
     parse_int,
     redacted_repr,
 )
-from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
+from kafka_segments_ds.records.compression import (
+    CODEC_LABELS,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    CompressionType,
+)
 
 INT32_MAX = 2**31 - 1
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
@@ -178,6 +182,9 @@ def parse_write_options(options: Mapping[str, Any] | None = None, **kwargs: Any)
     ):
         if (v := get(name.lower())) is not None:
             high = 2**63 - 1 if name == "segmentMs" else INT32_MAX
+            if name == "batchBytes" and codec != CompressionType.NONE:
+                # a larger compressed batch is more than a read decompresses by default
+                high = DEFAULT_MAX_DECOMPRESSED_BYTES
             fields[field] = _bounded(name, v, low, high)
     if (v := get("timestamptype")) is not None:
         kind = parse_choice("timestampType", v, ("createtime", "logappendtime"))

@@ -34,7 +34,7 @@ from kafka_segments_ds.records.checksums import crc32c
 from kafka_segments_ds.records.compression import CODEC_LABELS, CompressionType
 from kafka_segments_ds.records.encoder import BatchSettings, BinaryColumn, RecordColumns, encode_v2
 from kafka_segments_ds.records.v2 import CRC_START, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
-from kafka_segments_ds.writer.columns import record_columns
+from kafka_segments_ds.writer.columns import check_record_sizes, record_columns
 
 INT32_MAX = 2**31 - 1
 ONE_BATCH = 1 << 62  # batch_bytes / batch_records that never cut a run
@@ -153,6 +153,7 @@ def encode_preserved(
         else None
     )
     columns = record_columns(table, 0)
+    check_record_sizes(columns, settings.compression != CompressionType.NONE)
     if stamps_valid is not None and not stamps_valid.all():
         columns = replace(columns, timestamps=np.where(stamps_valid, columns.timestamps, -1))
     stamps = columns.timestamps

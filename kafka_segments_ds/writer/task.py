@@ -37,6 +37,7 @@ from kafka_segments_ds.records.encoder import (
 from kafka_segments_ds.records.v2 import TIMESTAMP_TYPE_MASK
 from kafka_segments_ds.writer.columns import (
     binary_column,
+    check_record_sizes,
     check_write_schema,
     key_partitions,
     record_columns,
@@ -226,6 +227,7 @@ class _Chunk:
         table = pa.concat_tables(self.pending) if len(self.pending) > 1 else self.pending[0]
         settings = job.batch_settings()
         columns = record_columns(table, job.now_ms)
+        check_record_sizes(columns, job.options.compression != CompressionType.NONE)
         magic = job.options.magic
         if magic == 2:
             encoded = encode_v2(columns, settings, self.next_offset, self.buffers)

@@ -868,3 +868,39 @@ def test_a_commit_landing_while_a_read_lists(
     monkeypatch.setattr(selection, "discover_layout", applying)
     with pytest.raises(CommitInProgressError, match="is committing into"):
         read_table(tmp_path)
+
+
+def test_records_a_read_could_not_take_back_are_refused(tmp_path: Path) -> None:
+    """A compressed record over the readers' default decompressed bound (256 MiB), and any
+    record reaching 2 GiB (32-bit length fields), are refused before anything is written."""
+    from kafka_segments_ds.records.encoder import BinaryColumn, RecordColumns
+    from kafka_segments_ds.writer.columns import check_record_sizes
+
+    big = pa.table({"value": pa.array([b"x", b"y" * (256 * 1024 * 1024 + 1)], pa.binary())})
+    with pytest.raises(InvalidInputError, match=r"row 1: a record of 268435457 bytes .* 256 MiB"):
+        write_table(big, tmp_path / "gz", topic="t", compression="gzip")
+    assert not (tmp_path / "gz" / "t-0").exists()
+    write_table(big, tmp_path / "plain", topic="t")  # uncompressed: read back whole
+    got = read_table(tmp_path / "plain", columns=["value"])["value"]
+    assert [len(v.as_py()) for v in got] == [1, 256 * 1024 * 1024 + 1]
+    del got, big
+    with pytest.raises(InvalidOptionError, match="batchBytes"):
+        write_table(records(1), tmp_path / "o", topic="t", compression="lz4", batchBytes=2**29)
+
+    def columns(value_bytes: int, header_bytes: int = 0) -> RecordColumns:
+        none = BinaryColumn.empty(1)
+        values = BinaryColumn(
+            np.array([0, value_bytes], np.int64), np.zeros(0, np.uint8), none.valid
+        )
+        headers = BinaryColumn(
+            np.array([0, header_bytes], np.int64), np.zeros(0, np.uint8), none.valid
+        )
+        return RecordColumns(
+            np.zeros(1, np.int64), none, values, np.array([0, 1]), headers, BinaryColumn.empty(1)
+        )
+
+    check_record_sizes(columns(2**31 - 2048), compressed=False)
+    with pytest.raises(InvalidInputError, match="length fields are 32-bit"):
+        check_record_sizes(columns(2**31 - 2048, header_bytes=4096), compressed=False)
+    with pytest.raises(InvalidInputError, match="length fields are 32-bit"):
+        check_record_sizes(columns(2**31 + 10), compressed=True)
