@@ -482,6 +482,10 @@ def _collect(
         )
 
 
+class DanglingSegmentLinkError(FileNotFoundError):
+    """A segment file that is a symbolic link to nothing (not a file that went meanwhile)."""
+
+
 def _refuse_dangling_links(directory: str, files: list[pafs.FileInfo]) -> None:
     """A segment file that is a symbolic link to nothing (a volume not mounted) is missing
     data: raise FileNotFoundError naming it (pyarrow's listing leaves such links out)."""
@@ -500,7 +504,7 @@ def _refuse_dangling_links(directory: str, files: list[pafs.FileInfo]) -> None:
             continue
         path = posixpath.join(directory, name)
         if os.path.islink(path) and not os.path.exists(path):
-            raise FileNotFoundError(
+            raise DanglingSegmentLinkError(
                 f"{path} is a symbolic link to {os.readlink(path)}, which does not exist: "
                 "its records cannot be read (a volume not mounted?)"
             )

@@ -28,6 +28,7 @@ from kafka_segments_ds.errors import (
 from kafka_segments_ds.journal import STAGING_PREFIX, check_readable, list_dir
 from kafka_segments_ds.layout import (
     TIERED_LAYOUTS,
+    DanglingSegmentLinkError,
     PartitionLog,
     SegmentRef,
     merge_partitions,
@@ -94,15 +95,24 @@ def discover_root(
         for _ in range(LISTING_ATTEMPTS):
             before = _commit_stamp(filesystem, root)
             check_readable(filesystem, root)
-            found = discover_layout(
-                root,
-                filesystem,
-                layout,
-                keys,
-                tiered_only=tiered_only,
-                manifests=manifests,
-                checked=checked,
-            )
+            try:
+                found = discover_layout(
+                    root,
+                    filesystem,
+                    layout,
+                    keys,
+                    tiered_only=tiered_only,
+                    manifests=manifests,
+                    checked=checked,
+                )
+            except FileNotFoundError as err:
+                # a directory went while the recursive listing walked it (a write's staging
+                # directory removed at the end of its commit): list again, unless the root went
+                gone = filesystem.get_file_info(root).type != pafs.FileType.Directory
+                if gone or isinstance(err, DanglingSegmentLinkError):
+                    raise
+                after = None
+                continue
             check_readable(filesystem, root)  # a commit that began while it was listed
             after = _commit_stamp(filesystem, root)
             if after == before:
@@ -110,8 +120,9 @@ def discover_root(
             # a write's staging directory came or went while it was listed (or the log dir
             # changed otherwise: a broker rewriting its checkpoint files): its commit may have
             # begun and ended meanwhile, and the listing hold part of it; list again
-        if after[0] == before[0]:
+        if after is not None and after[0] == before[0]:
             return found  # only the log dir's time kept changing: no write came or went
+        # (after None: the last listing met a directory going away)
         raise CommitInProgressError(
             f"kafkasegments writes kept committing into {root} while it was listed "
             f"({LISTING_ATTEMPTS} attempts); retry when they are done"

@@ -10,6 +10,7 @@ which raises or says where to go on.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
-from kafka_segments_ds.errors import DataLossError, LimitExceededError
+from kafka_segments_ds.errors import CommitInProgressError, DataLossError, LimitExceededError
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.reader.rows import Fault, TaskBounds
 from kafka_segments_ds.reader.source import ScannedWindow, SegmentSource
@@ -127,13 +128,36 @@ def segment_gone(task: ScanTask, options: ReadOptions, shown: str, err: OSError)
     where = f"{task.topic}-{task.partition}: " if task.topic is not None else ""
     what = (
         f"{where}segment {shown} ({offsets}) was removed after the read was planned "
-        "(retention, compaction or truncation)"
+        "(retention, compaction or truncation, or a kafkasegments write replacing the log dir's "
+        "data)"
     )
+    _refuse_a_commit_meanwhile(seg.path, shown, err)
     if options.fail_on_data_loss:
         raise DataLossError(
             f"{what}. Some data may have been missed: set failOnDataLoss=false to skip what is gone"
         ) from err
     log.warning("%s; skipped, some data may have been missed (failOnDataLoss=false)", what)
+
+
+def _refuse_a_commit_meanwhile(path: str, shown: str, err: OSError) -> None:
+    """A segment on local disk gone while a kafkasegments write commits into its log dir (its
+    journal there): CommitInProgressError, whatever ``failOnDataLoss`` says (the read would
+    hold part of the commit)."""
+    from kafka_segments_ds.journal import JOURNAL, STAGING_PREFIX
+
+    log_dir = os.path.dirname(os.path.dirname(path))
+    if not os.path.isabs(path) or not os.path.isdir(log_dir):
+        return  # an object store's key, or a segment named alone
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(STAGING_PREFIX) and os.path.exists(os.path.join(log_dir, name, JOURNAL)):
+            raise CommitInProgressError(
+                f"segment {shown} was removed by a kafkasegments write committing into "
+                f"{log_dir} while it was read; read again when the commit is done"
+            ) from err
 
 
 @dataclass(frozen=True, slots=True)

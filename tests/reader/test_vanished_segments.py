@@ -73,7 +73,8 @@ def test_batch_read_of_a_segment_removed_after_planning(
             offsets([tuple(plan.tasks)], options)
         assert str(caught.value) == (
             f"t-0: segment {gone} (offsets 4 to 7) was removed after the read was planned "
-            "(retention, compaction or truncation). Some data may have been missed: set "
+            "(retention, compaction or truncation, or a kafkasegments write replacing the log "
+            "dir's data). Some data may have been missed: set "
             "failOnDataLoss=false to skip what is gone"
         )
         return
@@ -81,9 +82,31 @@ def test_batch_read_of_a_segment_removed_after_planning(
         assert offsets([tuple(plan.tasks)], options) == [0, 1, 2, 3, 8, 9, 10, 11]
     assert [r.getMessage() for r in caplog.records] == [
         f"t-0: segment {gone} (offsets 4 to 7) was removed after the read was planned "
-        "(retention, compaction or truncation); skipped, some data may have been missed "
+        "(retention, compaction or truncation, or a kafkasegments write replacing the log dir's "
+        "data); skipped, some data may have been missed "
         "(failOnDataLoss=false)"
     ]
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["fails", "skips"])
+def test_a_segment_removed_by_a_commit_under_way(tmp_path: Path, fail: bool) -> None:
+    """Gone while a kafkasegments write's journal is in the log dir: the read would hold part
+    of the commit, so CommitInProgressError whatever failOnDataLoss says."""
+    from kafka_segments_ds.errors import CommitInProgressError
+
+    directory = write_partition(tmp_path / "logs", "t", 0, [0, 4, 8], 4)
+    options = parse_read_options({} if fail else {"failOnDataLoss": "false"})
+    plan = plan_scan(str(tmp_path / "logs"), options)
+    gone = remove_segment(directory, 4)
+    staging = tmp_path / "logs" / ".kafkasegments-staging-0123"
+    staging.mkdir()
+    (staging / "_COMMIT.json").write_text("{}")
+    with pytest.raises(CommitInProgressError) as caught:
+        offsets([tuple(plan.tasks)], options)
+    assert str(caught.value) == (
+        f"segment {gone} was removed by a kafkasegments write committing into "
+        f"{tmp_path / 'logs'} while it was read; read again when the commit is done"
+    )
 
 
 @pytest.mark.parametrize("fail", [True, False], ids=["fails", "skips"])

@@ -904,3 +904,26 @@ def test_records_a_read_could_not_take_back_are_refused(tmp_path: Path) -> None:
         check_record_sizes(columns(2**31 - 2048, header_bytes=4096), compressed=False)
     with pytest.raises(InvalidInputError, match="length fields are 32-bit"):
         check_record_sizes(columns(2**31 + 10), compressed=True)
+
+
+def test_a_directory_gone_while_a_read_lists_is_listed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recursive listing meets a directory that goes meanwhile (a staging directory removed
+    at the end of a commit): the read lists again; a root that is gone stays an error."""
+    from kafka_segments_ds import selection
+
+    write_table(records(10), tmp_path, topic="t")
+    listed = selection.discover_layout
+    calls = []
+
+    def vanishing(root: str, *args: object, **kwargs: object) -> object:
+        calls.append(root)
+        if len(calls) == 1:
+            raise FileNotFoundError(f"Cannot list directory '{root}/.kafkasegments-staging-x/out'")
+        return listed(root, *args, **kwargs)
+
+    monkeypatch.setattr(selection, "discover_layout", vanishing)
+    assert read_table(tmp_path).num_rows == 10 and len(calls) == 2
+    with pytest.raises(FileNotFoundError):
+        read_table(tmp_path / "nope")
