@@ -10,6 +10,7 @@ for topics that do not exist yet; the command line lists each path with :func:`d
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -77,34 +78,28 @@ def discover_root(
 
     Path errors (not found, permission denied) are raised as they are; a store that cannot be
     listed is a :class:`~kafka_segments_ds.errors.StorageError` naming URI and endpoint."""
+    listing = functools.partial(
+        discover_layout,
+        root,
+        filesystem,
+        layout,
+        keys,
+        tiered_only=tiered_only,
+        manifests=manifests,
+        checked=checked,
+    )
     try:
         if not check or kfs.has_glob(root) or not isinstance(filesystem, pafs.LocalFileSystem):
             if check and not kfs.has_glob(root):
                 # (an object store: the journal check alone, one listing of requests; its
                 # moves are copies, and a listing there is no snapshot either)
                 check_readable(filesystem, root)
-            return discover_layout(
-                root,
-                filesystem,
-                layout,
-                keys,
-                tiered_only=tiered_only,
-                manifests=manifests,
-                checked=checked,
-            )
+            return listing()
         for _ in range(LISTING_ATTEMPTS):
             before = _commit_stamp(filesystem, root)
             check_readable(filesystem, root)
             try:
-                found = discover_layout(
-                    root,
-                    filesystem,
-                    layout,
-                    keys,
-                    tiered_only=tiered_only,
-                    manifests=manifests,
-                    checked=checked,
-                )
+                found = listing()
             except FileNotFoundError as err:
                 # a directory went while the recursive listing walked it (a write's staging
                 # directory removed at the end of its commit): list again, unless the root went
