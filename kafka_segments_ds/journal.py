@@ -10,6 +10,7 @@ writes and applies journals; this module only says where they are).
 
 from __future__ import annotations
 
+import os
 import posixpath
 
 import pyarrow.fs as pafs
@@ -37,6 +38,17 @@ def list_dir(filesystem: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
 
 def pending_commits(filesystem: pafs.FileSystem, root: str) -> list[str]:
     """Journals of commits in progress (or interrupted) in the log dir ``root``."""
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        # names only: a log dir of many partitions is not stat'ed entry by entry
+        try:
+            names = [e.name for e in os.scandir(root) if e.name.startswith(STAGING_PREFIX)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(
+            f"{root}/{name}/{JOURNAL}"
+            for name in names
+            if os.path.isfile(f"{root}/{name}/{JOURNAL}")
+        )
     found = []
     for entry in list_dir(filesystem, root):
         if entry.type == pafs.FileType.Directory and entry.base_name.startswith(STAGING_PREFIX):

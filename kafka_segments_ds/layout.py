@@ -96,6 +96,9 @@ class PartitionLog:
     partition: int | None
     directory: str
     segments: tuple[SegmentRef, ...]
+    # the directory's modification time (ns) as its listing began (local disk; else None):
+    # a commit into it since changes it (kafka_segments_ds.selection.discover_root)
+    listed_ns: int | None = None
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
@@ -199,7 +202,7 @@ def merge_partitions(
             topic, number = own
         elif topic is None:
             topic, number = partition.topic, partition.partition
-        merged[key] = PartitionLog(topic, number, seen.directory, tuple(ordered))
+        merged[key] = PartitionLog(topic, number, seen.directory, tuple(ordered), seen.listed_ns)
     found = list(merged.values())
     return found if next_offset is None else join_copies(found, next_offset)
 
@@ -350,12 +353,13 @@ class _Partition:
 
     directory: str
     segments: dict[str, SegmentRef]
+    listed_ns: int | None = None
 
     def freeze(self) -> PartitionLog:
         parsed = parse_partition_dir_name(posixpath.basename(self.directory))
         topic, partition = parsed if parsed is not None else (None, None)
         ordered = sorted(self.segments.values(), key=lambda s: (s.base_offset, s.path))
-        return PartitionLog(topic, partition, self.directory, tuple(ordered))
+        return PartitionLog(topic, partition, self.directory, tuple(ordered), self.listed_ns)
 
 
 def _is_log_file(name: str) -> bool:
@@ -376,19 +380,33 @@ def _discover_directory(
     """Read a partition directory or a log dir with a single recursive listing."""
     # One recursive listing is one paginated request on object stores, far cheaper than a
     # listing per partition directory; levels below the partition directories are ignored.
+    local = isinstance(filesystem, pafs.LocalFileSystem)
+    own_ns = _mtime_ns(directory) if local else None  # (before its listing)
     children: dict[str, list[pafs.FileInfo]] = {}
+    times: dict[str, int | None] = {}  # a directory's time, stat'ed before it was walked
     for info in filesystem.get_file_info(pafs.FileSelector(directory, recursive=True)):
         children.setdefault(posixpath.dirname(info.path), []).append(info)
+        if local and info.type == pafs.FileType.Directory:
+            times[info.path] = info.mtime_ns
 
     top = children.get(directory, [])
     if any(info.type == pafs.FileType.File and _is_segment_data(info.base_name) for info in top):
         _collect(directory, top, None, found, filesystem)
+        found[directory].listed_ns = own_ns
         return
     if isinstance(filesystem, pafs.LocalFileSystem):
         _refuse_dangling_links(directory, top)  # a partition dir whose only segment is one
     for info in top:
         if info.type == pafs.FileType.Directory and parse_partition_dir_name(info.base_name):
             _collect(info.path, children.get(info.path, []), None, found, filesystem)
+            found[info.path].listed_ns = times.get(info.path)
+
+
+def _mtime_ns(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _discover_log_files(
@@ -418,7 +436,7 @@ def _collect(
     place of the segments they replace (:func:`_complete_swaps`)."""
     files = list(files)
     if isinstance(filesystem, pafs.LocalFileSystem):
-        _refuse_dangling_links(directory, files)
+        _refuse_dangling_links(directory, files, only)
     logs: dict[str, pafs.FileInfo] = {}
     siblings: dict[tuple[str, str], pafs.FileInfo] = {}
     swaps: dict[str, pafs.FileInfo] = {}  # stem -> <stem>.log.swap
@@ -486,7 +504,9 @@ class DanglingSegmentLinkError(FileNotFoundError):
     """A segment file that is a symbolic link to nothing (not a file that went meanwhile)."""
 
 
-def _refuse_dangling_links(directory: str, files: list[pafs.FileInfo]) -> None:
+def _refuse_dangling_links(
+    directory: str, files: list[pafs.FileInfo], only: set[str] | None = None
+) -> None:
     """A segment file that is a symbolic link to nothing (a volume not mounted) is missing
     data: raise FileNotFoundError naming it (pyarrow's listing leaves such links out)."""
     listed = {info.base_name for info in files}
@@ -503,6 +523,8 @@ def _refuse_dangling_links(directory: str, files: list[pafs.FileInfo]) -> None:
         ):
             continue
         path = posixpath.join(directory, name)
+        if only is not None and path not in only:
+            continue  # (named files are read: the others are not in question)
         if os.path.islink(path) and not os.path.exists(path):
             raise DanglingSegmentLinkError(
                 f"{path} is a symbolic link to {os.readlink(path)}, which does not exist: "

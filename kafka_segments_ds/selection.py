@@ -26,7 +26,7 @@ from kafka_segments_ds.errors import (
     KafkaSegmentsError,
     NoKafkaDataError,
 )
-from kafka_segments_ds.journal import STAGING_PREFIX, check_readable, list_dir
+from kafka_segments_ds.journal import check_readable
 from kafka_segments_ds.layout import (
     TIERED_LAYOUTS,
     DanglingSegmentLinkError,
@@ -70,6 +70,7 @@ def discover_root(
     tiered_only: bool = False,
     manifests: ManifestCache | None = None,
     checked: set[str] | None = None,
+    selected: Callable[[list[PartitionLog]], list[PartitionLog]] | None = None,
 ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
     """The partitions under one resolved ``root`` (``layout``, ``tiered_only``, ``manifests``,
     ``checked``: see :func:`~kafka_segments_ds.tiered.discover_layout`) and the filesystem to
@@ -95,31 +96,41 @@ def discover_root(
                 # moves are copies, and a listing there is no snapshot either)
                 check_readable(filesystem, root)
             return listing()
+        log_dir = root
+        if parse_partition_dir_name(posixpath.basename(root)) is not None:
+            log_dir = posixpath.dirname(root)
+        found = None
+        changed = [root]  # (until a listing is whole)
         for _ in range(LISTING_ATTEMPTS):
-            before = _commit_stamp(filesystem, root)
             check_readable(filesystem, root)
+            log_dir_ns = _mtime_ns(log_dir)
             try:
                 found = listing()
             except FileNotFoundError as err:
                 # a directory went while the recursive listing walked it (a write's staging
                 # directory removed at the end of its commit): list again, unless the root went
-                gone = filesystem.get_file_info(root).type != pafs.FileType.Directory
-                if gone or isinstance(err, DanglingSegmentLinkError):
+                if filesystem.get_file_info(root).type != pafs.FileType.Directory:
+                    if log_dir != root:
+                        check_readable(filesystem, log_dir)  # an overwrite replacing it
                     raise
-                after = None
+                if isinstance(err, DanglingSegmentLinkError):
+                    raise
                 continue
-            check_readable(filesystem, root)  # a commit that began while it was listed
-            after = _commit_stamp(filesystem, root)
-            if after == before:
+            check_readable(filesystem, root)  # a commit under way now
+            # A commit into a partition read changes its directory's time: one changed since
+            # its listing began may be listed half before, half after; a new partition
+            # directory changes the log dir's time. Either: list again.
+            changed = [
+                part.directory
+                for part in (selected or list)(found[1])
+                if part.listed_ns is not None and _mtime_ns(part.directory) != part.listed_ns
+            ]
+            if not changed and _mtime_ns(log_dir) == log_dir_ns:
                 return found
-            # a write's staging directory came or went while it was listed (or the log dir
-            # changed otherwise: a broker rewriting its checkpoint files): its commit may have
-            # begun and ended meanwhile, and the listing hold part of it; list again
-        if after is not None and after[0] == before[0]:
-            return found  # only the log dir's time kept changing: no write came or went
-        # (after None: the last listing met a directory going away)
+        if found is not None and not changed:
+            return found  # only the log dir's time kept changing (other topics, checkpoints)
         raise CommitInProgressError(
-            f"kafkasegments writes kept committing into {root} while it was listed "
+            f"kafkasegments writes kept committing into {changed[0]} while {root} was listed "
             f"({LISTING_ATTEMPTS} attempts); retry when they are done"
         )
     except (KafkaSegmentsError, *PATH_ERRORS):
@@ -183,6 +194,7 @@ class Discovery:
             tiered_only=tiered_only,
             manifests=self.manifests,
             checked=self.checked,
+            selected=lambda found: select_partitions(found, self.options),
         )
 
     def partitions(self) -> tuple[pafs.FileSystem, list[PartitionLog]]:
@@ -206,28 +218,11 @@ class Discovery:
 LISTING_ATTEMPTS = 3
 
 
-def _commit_stamp(filesystem: pafs.FileSystem, root: str) -> tuple[frozenset[str], int | None]:
-    """What a commit into ``root``'s log dir (``root``, or for a partition directory its
-    parent) changes: the write's staging directory, made in the log dir when the write starts
-    and removed when its commit is done, is among the log dir's entries meanwhile, and its
-    coming and going changes the log dir's modification time (local disk). A commit that began
-    and ended while ``root`` was listed changes one or the other."""
-    if filesystem.get_file_info(root).type != pafs.FileType.Directory:
-        return frozenset(), None  # a .log file: its directory is listed in one call, at once
-    log_dir = root
-    if parse_partition_dir_name(posixpath.basename(root)) is not None:
-        log_dir = posixpath.dirname(root)
+def _mtime_ns(path: str) -> int | None:
     try:
-        mtime: int | None = os.stat(log_dir).st_mtime_ns
+        return os.stat(path).st_mtime_ns
     except OSError:
-        mtime = None
-    staging = frozenset(
-        entry.path
-        for place in {root, log_dir}
-        for entry in list_dir(filesystem, place)
-        if entry.type == pafs.FileType.Directory and entry.base_name.startswith(STAGING_PREFIX)
-    )
-    return staging, mtime
+        return None
 
 
 def next_offset_on(filesystem: pafs.FileSystem) -> Callable[[SegmentRef], int]:

@@ -144,7 +144,8 @@ def _json_or_none(data: bytes) -> Any:
     surrogate, nesting Python can write back), else None."""
     try:
         parsed = json.loads(data, parse_constant=_not_json)
-        json.dumps(parsed, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        # written inside a row, or a table cell's list of headers: a few levels deeper
+        json.dumps([[[[parsed]]]], ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (ValueError, UnicodeError, RecursionError):
         return None
     return parsed

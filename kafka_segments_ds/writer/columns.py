@@ -170,7 +170,9 @@ def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
 
 
 # a record's and a batch's length fields are signed 32-bit: a record this large cannot be framed
-MAX_RECORD_BYTES = 2**31 - 1 - 1024
+MAX_RECORD_BYTES = 2**31 - 1
+RECORD_FRAMING = 61 + 32  # a v2 batch header, and at most a record's varints and attributes
+HEADER_FRAMING = 10  # at most a header's two varint lengths
 
 
 def check_record_sizes(columns: RecordColumns, compressed: bool) -> None:
@@ -184,9 +186,11 @@ def check_record_sizes(columns: RecordColumns, compressed: bool) -> None:
     sizes += np.diff(columns.keys.offsets)
     header_bytes = np.diff(columns.header_keys.offsets).astype(np.int64)
     header_bytes += np.diff(columns.header_values.offsets)
+    header_bytes += HEADER_FRAMING  # each header's varint lengths
     if header_bytes.shape[0]:
         per_record = np.concatenate([[0], np.cumsum(header_bytes)])
         sizes += per_record[columns.header_rows[1:]] - per_record[columns.header_rows[:-1]]
+    sizes += RECORD_FRAMING  # the record's own varints, and the batch header
     limit = DEFAULT_MAX_DECOMPRESSED_BYTES if compressed else MAX_RECORD_BYTES
     if int(sizes.max()) <= limit:
         return
@@ -198,7 +202,7 @@ def check_record_sizes(columns: RecordColumns, compressed: bool) -> None:
         else "Kafka's record and batch length fields are 32-bit"
     )
     raise InvalidInputError(
-        f"row {row}: a record of {int(sizes[row])} bytes of key, value and headers, {why}"
+        f"row {row}: a record of {int(sizes[row])} bytes (key, value, headers and framing), {why}"
     )
 
 

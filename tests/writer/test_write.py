@@ -877,7 +877,10 @@ def test_records_a_read_could_not_take_back_are_refused(tmp_path: Path) -> None:
     from kafka_segments_ds.writer.columns import check_record_sizes
 
     big = pa.table({"value": pa.array([b"x", b"y" * (256 * 1024 * 1024 + 1)], pa.binary())})
-    with pytest.raises(InvalidInputError, match=r"row 1: a record of 268435457 bytes .* 256 MiB"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"row 1: a record of 268435550 bytes \(key, value, headers and framing\), .* 256 MiB",
+    ):
         write_table(big, tmp_path / "gz", topic="t", compression="gzip")
     assert not (tmp_path / "gz" / "t-0").exists()
     write_table(big, tmp_path / "plain", topic="t")  # uncompressed: read back whole
@@ -899,9 +902,14 @@ def test_records_a_read_could_not_take_back_are_refused(tmp_path: Path) -> None:
             np.zeros(1, np.int64), none, values, np.array([0, 1]), headers, BinaryColumn.empty(1)
         )
 
+    # framing included: the record's and the batch header's 93 bytes, 10 for its one header
+    check_record_sizes(columns(2**31 - 1 - 103), compressed=False)
+    with pytest.raises(InvalidInputError, match="length fields are 32-bit"):
+        check_record_sizes(columns(2**31 - 103), compressed=False)
     check_record_sizes(columns(2**31 - 2048), compressed=False)
     with pytest.raises(InvalidInputError, match="length fields are 32-bit"):
-        check_record_sizes(columns(2**31 - 2048, header_bytes=4096), compressed=False)
+        check_record_sizes(columns(2**31 - 2048, header_bytes=2048 - 93 - 10), compressed=False)
+    check_record_sizes(columns(2**31 - 2048, header_bytes=2048 - 93 - 11), compressed=False)
     with pytest.raises(InvalidInputError, match="length fields are 32-bit"):
         check_record_sizes(columns(2**31 + 10), compressed=True)
 
@@ -927,3 +935,31 @@ def test_a_directory_gone_while_a_read_lists_is_listed_again(
     assert read_table(tmp_path).num_rows == 10 and len(calls) == 2
     with pytest.raises(FileNotFoundError):
         read_table(tmp_path / "nope")
+
+
+def test_writes_to_other_topics_while_a_read_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits into partitions the read does not select leave it alone, however many; commits
+    into one it reads, one after another during every listing, end in CommitInProgressError
+    rather than a listing that holds part of one."""
+    from kafka_segments_ds import selection
+
+    write_table(records(20), tmp_path, topic="t", numPartitions=2)
+    listed = selection.discover_layout
+
+    def busy(topic: str) -> object:
+        def listing(root: str, *args: object, **kwargs: object) -> object:
+            found = listed(root, *args, **kwargs)
+            write_table(records(3), tmp_path, topic=topic, numPartitions=2)
+            return found
+
+        return listing
+
+    one = read_table(tmp_path / "t-1").num_rows
+    monkeypatch.setattr(selection, "discover_layout", busy("w"))
+    assert read_table(tmp_path, subscribe="t").num_rows == 20
+    assert read_table(tmp_path / "t-1").num_rows == one
+    monkeypatch.setattr(selection, "discover_layout", busy("t"))
+    with pytest.raises(CommitInProgressError, match=r"kept committing into .*/t-[01] while"):
+        read_table(tmp_path, subscribe="t")
