@@ -381,7 +381,7 @@ def _discover_directory(
     # One recursive listing is one paginated request on object stores, far cheaper than a
     # listing per partition directory; levels below the partition directories are ignored.
     local = isinstance(filesystem, pafs.LocalFileSystem)
-    own_ns = _mtime_ns(directory) if local else None  # (before its listing)
+    own_ns = mtime_ns(directory) if local else None  # (before its listing)
     children: dict[str, list[pafs.FileInfo]] = {}
     times: dict[str, int | None] = {}  # a directory's time, stat'ed before it was walked
     for info in filesystem.get_file_info(pafs.FileSelector(directory, recursive=True)):
@@ -402,7 +402,8 @@ def _discover_directory(
             found[info.path].listed_ns = times.get(info.path)
 
 
-def _mtime_ns(path: str) -> int | None:
+def mtime_ns(path: str) -> int | None:
+    """A local directory's or file's modification time (ns), or None when it is not there."""
     try:
         return os.stat(path).st_mtime_ns
     except OSError:

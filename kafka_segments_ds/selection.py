@@ -33,6 +33,7 @@ from kafka_segments_ds.layout import (
     PartitionLog,
     SegmentRef,
     merge_partitions,
+    mtime_ns,
     parse_partition_dir_name,
 )
 from kafka_segments_ds.options import ReadOptions
@@ -103,7 +104,7 @@ def discover_root(
         changed = [root]  # (until a listing is whole)
         for _ in range(LISTING_ATTEMPTS):
             check_readable(filesystem, root)
-            log_dir_ns = _mtime_ns(log_dir)
+            log_dir_ns = mtime_ns(log_dir)
             try:
                 found = listing()
             except FileNotFoundError as err:
@@ -123,9 +124,9 @@ def discover_root(
             changed = [
                 part.directory
                 for part in (selected or list)(found[1])
-                if part.listed_ns is not None and _mtime_ns(part.directory) != part.listed_ns
+                if part.listed_ns is not None and mtime_ns(part.directory) != part.listed_ns
             ]
-            if not changed and _mtime_ns(log_dir) == log_dir_ns:
+            if not changed and mtime_ns(log_dir) == log_dir_ns:
                 return found
         if found is not None and not changed:
             return found  # only the log dir's time kept changing (other topics, checkpoints)
@@ -216,13 +217,6 @@ class Discovery:
 
 
 LISTING_ATTEMPTS = 3
-
-
-def _mtime_ns(path: str) -> int | None:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None
 
 
 def next_offset_on(filesystem: pafs.FileSystem) -> Callable[[SegmentRef], int]:

@@ -143,21 +143,14 @@ def _refuse_a_commit_meanwhile(path: str, shown: str, err: OSError) -> None:
     """A segment on local disk gone while a kafkasegments write commits into its log dir (its
     journal there): CommitInProgressError, whatever ``failOnDataLoss`` says (the read would
     hold part of the commit)."""
-    from kafka_segments_ds.journal import JOURNAL, STAGING_PREFIX
+    from kafka_segments_ds.journal import pending_commits
 
     log_dir = os.path.dirname(os.path.dirname(path))
-    if not os.path.isabs(path) or not os.path.isdir(log_dir):
-        return  # an object store's key, or a segment named alone
-    try:
-        names = os.listdir(log_dir)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(STAGING_PREFIX) and os.path.exists(os.path.join(log_dir, name, JOURNAL)):
-            raise CommitInProgressError(
-                f"segment {shown} was removed by a kafkasegments write committing into "
-                f"{log_dir} while it was read; read again when the commit is done"
-            ) from err
+    if os.path.isabs(path) and pending_commits(pafs.LocalFileSystem(), log_dir):
+        raise CommitInProgressError(
+            f"segment {shown} was removed by a kafkasegments write committing into "
+            f"{log_dir} while it was read; read again when the commit is done"
+        ) from err
 
 
 @dataclass(frozen=True, slots=True)

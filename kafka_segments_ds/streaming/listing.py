@@ -14,7 +14,7 @@ import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError
-from kafka_segments_ds.layout import PartitionLog, merge_partitions, segment_directories
+from kafka_segments_ds.layout import PartitionLog, merge_partitions, mtime_ns, segment_directories
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.selection import Discovery, next_offset_on, select_partitions
 from kafka_segments_ds.tiered import combine_filesystems
@@ -170,10 +170,8 @@ class ArchiveListing:
 
 
 def _mtime_ns(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        return -1
+    found = mtime_ns(path)
+    return -1 if found is None else found
 
 
 def _by_topic_partition(partitions: list[PartitionLog]) -> dict[TopicPartition, PartitionLog]:
