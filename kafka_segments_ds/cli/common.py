@@ -112,8 +112,8 @@ def _write_bytes(data: bytes | memoryview, stream: TextIO) -> None:
 
 def render_bytes(data: bytes | None, encoding: str) -> Any:
     """Render a key/value for JSON output: utf8 (bad bytes become U+FFFD) | escaped (bad bytes
-    as ``\\xNN``) | hex | base64 | json (embedded when the bytes parse as JSON, or the bytes
-    after Confluent's 5-byte wire-format header do, else utf8).
+    as ``\\xNN``, a backslash as two) | hex | base64 | json (embedded when the bytes parse as
+    JSON, or the bytes after Confluent's 5-byte wire-format header do, else utf8).
 
     ``None`` (a tombstone, a null key) stays ``None``; bytes never render as JSON null, so the
     four bytes ``null`` under ``json`` are the string ``"null"``.
@@ -125,7 +125,9 @@ def render_bytes(data: bytes | None, encoding: str) -> Any:
     if encoding == "base64":
         return base64.b64encode(data).decode("ascii")
     if encoding == "escaped":
-        return data.decode("utf-8", errors="backslashreplace")
+        # a backslash doubled first: the text ``\xff`` shows as ``\\xff``, the byte 0xFF as
+        # ``\xff`` (0x5C is never part of a multi-byte UTF-8 sequence)
+        return data.replace(b"\\", b"\\\\").decode("utf-8", errors="backslashreplace")
     if encoding == "json":
         # a value in Confluent's wire format (0x00, a 4-byte schema id, JSON): its JSON
         for start in (0, 5) if data[:1] == b"\x00" else (0,):

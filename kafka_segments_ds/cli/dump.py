@@ -59,12 +59,13 @@ KRaft .checkpoint file. Offset and time ranges go through the reader's index loo
 the segments and batches that hold them are decoded.
 
 Renderings of key/value bytes (--key/--value): utf8 (default: bytes that are not UTF-8 become
-U+FFFD, and a note on stderr says how many), escaped (UTF-8, other bytes as \\xNN), hex, base64,
-json (the bytes embedded as JSON when they parse, else as a utf8 string; a value in Confluent's
-wire format, 0x00 and a schema id before JSON, as that JSON). Decoded with the Schema Registry
-archived in the same log dir (its _schemas topic; --option schemaRegistry=... for another):
-avro, protobuf, auto (by the schema's type), as the reader options valueFormat/keyFormat. In JSON
-lines a tombstone (null value) is null, never the string "null"; in a table it is <null>.
+U+FFFD, and a note on stderr says how many), escaped (UTF-8, other bytes as \\xNN, a
+backslash as \\\\), hex, base64, json (the bytes embedded as JSON when they parse, else as a
+utf8 string; a value in Confluent's wire format, 0x00 and a schema id before JSON, as that
+JSON). Decoded with the Schema Registry archived in the same log dir (its _schemas topic;
+--option schemaRegistry=... for another): avro, protobuf, auto (by the schema's type), as the
+reader options valueFormat/keyFormat. In JSON lines a tombstone (null value) is null, never the
+string "null"; in a table it is <null>.
 
 Spellings of Kafka's kafka-dump-log.sh are accepted: --files a,b (the paths), --deep-iteration
 (= --deep), --print-data-log (always on here: records are printed with their data),
@@ -554,12 +555,15 @@ def _table_header(shown: list[str]) -> str:
     return header.rstrip() + "\n"
 
 
-# Control characters would break a table row: shown as JSON escapes (\n, \t, \u001b, ...).
-_ESCAPES = {c: json.dumps(chr(c))[1:-1] for c in (*range(32), 127)}
+# Control characters would break a table row: shown as JSON escapes (\n, \t, \u001b, ...):
+# C0, DEL, C1 (U+0085 is a line break to some terminals, U+009B a terminal's escape) and the
+# line and paragraph separators U+2028/U+2029.
+_ESCAPES = {c: json.dumps(chr(c))[1:-1] for c in (*range(32), *range(127, 160), 0x2028, 0x2029)}
 
 
 def escape(text: str) -> str:
-    """``text`` with control characters escaped, so one row stays one line."""
+    """``text`` with control characters and line separators escaped, so one row stays one
+    line."""
     return text.translate(_ESCAPES)
 
 
@@ -570,5 +574,5 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return escape(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
     return escape(str(value))

@@ -92,7 +92,12 @@ def column_piece(name: str, column: pa.Array, encoding: str) -> Piece:
                 return _per_row(
                     column, lambda v: json.dumps(render_bytes(v, encoding), ensure_ascii=False)
                 )
-            return _buffers_piece("text", column)
+            piece = _buffers_piece("text", column)
+            if encoding == "escaped" and _has_backslash(piece):  # (doubled: render_bytes)
+                return _per_row(
+                    column, lambda v: json.dumps(render_bytes(v, encoding), ensure_ascii=False)
+                )
+            return piece
         if encoding == "base64":
             return _per_row(column, lambda v: '"' + base64.b64encode(v).decode("ascii") + '"')
         return _per_row(column, lambda v: json.dumps(render_bytes(v, encoding), ensure_ascii=False))
@@ -122,6 +127,13 @@ def _buffers_piece(kind: str, column: pa.Array) -> Piece:
     offsets = np.frombuffer(buffers[1], np.int32, len(column) + 1, column.offset * 4)
     data = _EMPTY if buffers[2] is None else np.frombuffer(buffers[2], np.uint8)
     return Piece(kind, offsets, data, valid_flags(column))
+
+
+def _has_backslash(piece: Piece) -> bool:
+    """Whether the values of a text piece hold a backslash."""
+    if piece.values.shape[0] < 2:
+        return False
+    return bool((piece.data[int(piece.values[0]) : int(piece.values[-1])] == 0x5C).any())
 
 
 def _per_row(column: pa.Array, render: Callable[[Any], str]) -> Piece:

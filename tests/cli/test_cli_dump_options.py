@@ -259,6 +259,42 @@ def test_invalid_utf8_renderings(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert [json.loads(line)["value"] for line in out.splitlines()] == ["ok \\xff\\xfe"] * 2
 
 
+def test_escaped_tells_a_backslash_from_a_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the text backslash-x-f-f and the byte 0xFF must render differently, in the bulk path
+    # (valid UTF-8) and the per-row one (a batch with a byte that is not UTF-8), keys included
+    texts = [b"a\\xff", b"\\", b"plain"]
+    for extra in (b"ok", b"\xff"):
+        part = write_partition(
+            tmp_path / f"t-{len(extra)}",
+            [[RecordSpec(key=v, value=v, timestamp=T0) for v in [*texts, extra]]],
+        )
+        status, out, err = run(capsys, "dump", str(part), "--value", "escaped", "--key", "escaped")
+        assert (status, err) == (0, "")
+        rows = [json.loads(line) for line in out.splitlines()]
+        shown = ["a\\\\xff", "\\\\", "plain", "ok" if extra == b"ok" else "\\xff"]
+        assert [r["value"] for r in rows] == shown
+        assert [r["key"] for r in rows] == shown
+        _, out, _ = run(capsys, "dump", str(part), "--value", "escaped", "--format", "table")
+        assert [line.split()[-1] for line in out.splitlines()[1:]] == shown
+
+
+def test_table_escapes_c1_controls_and_line_separators(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    value = "a\u0085b\u009b31mc\u2028d\u2029e\u007f".encode()
+    specs = [RecordSpec(key=b"k", value=value, timestamp=T0, headers=[("h", "x\u2028y".encode())])]
+    part = write_partition(tmp_path / "t-0", [specs])
+    status, out, _ = run(capsys, "dump", str(part), "--format", "table", "--include-headers")
+    assert status == 0 and len(out.splitlines()) == 2
+    row = out.splitlines()[1].split()
+    assert row[4:] == [
+        "a\\u0085b\\u009b31mc\\u2028d\\u2029e\\u007f",
+        'headers=[{"key":"h","value":"x\\u2028y"}]',
+    ]
+
+
 def test_table_shows_what_was_asked_for_and_escapes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
