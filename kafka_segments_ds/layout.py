@@ -395,7 +395,8 @@ def _discover_directory(
         found[directory].listed_ns = own_ns
         return
     if isinstance(filesystem, pafs.LocalFileSystem):
-        _refuse_dangling_links(directory, top)  # a partition dir whose only segment is one
+        # a partition dir whose only segment is one; a log dir's partition dir that is one
+        _refuse_dangling_links(directory, top, partitions=True)
     for info in top:
         if info.type == pafs.FileType.Directory and parse_partition_dir_name(info.base_name):
             _collect(info.path, children.get(info.path, []), None, found, filesystem)
@@ -506,21 +507,27 @@ class DanglingSegmentLinkError(FileNotFoundError):
 
 
 def _refuse_dangling_links(
-    directory: str, files: list[pafs.FileInfo], only: set[str] | None = None
+    directory: str,
+    files: list[pafs.FileInfo],
+    only: set[str] | None = None,
+    *,
+    partitions: bool = False,
 ) -> None:
-    """A segment file that is a symbolic link to nothing (a volume not mounted) is missing
-    data: raise FileNotFoundError naming it (pyarrow's listing leaves such links out)."""
+    """A segment file (or, with ``partitions``, a partition directory) that is a symbolic link
+    to nothing (a volume not mounted) is missing data: raise FileNotFoundError naming it
+    (pyarrow's listing leaves such links out)."""
     listed = {info.base_name for info in files}
     try:
         names = os.listdir(directory)
     except OSError:
         return  # gone meanwhile: the reads that follow say so
     for name in names:
+        if name in listed:
+            continue
         parsed = parse_segment_file_name(name)
-        if (
-            name in listed
-            or parsed is None
-            or parsed[1] not in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX)
+        if not (
+            (parsed is not None and parsed[1] in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX))
+            or (partitions and parse_partition_dir_name(name) is not None)
         ):
             continue
         path = posixpath.join(directory, name)

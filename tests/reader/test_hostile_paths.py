@@ -173,3 +173,23 @@ def test_a_segment_linked_to_nothing_is_an_error_not_a_gap(logs: Path) -> None:
     segment.write_bytes(data)
     (part / (segment.stem + ".index")).symlink_to("/nonexistent-volume/x.index")
     assert values(logs) == [b"inside", b"later"]
+
+
+def test_a_partition_directory_linked_to_nothing_is_an_error(logs: Path) -> None:
+    """A log dir whose partition directory is a link to an unmounted volume: the partition's
+    records would be missing without a word."""
+    (logs / "t-1").symlink_to("/nonexistent-volume/t-1")
+    message = f"{logs / 't-1'} is a symbolic link to /nonexistent-volume/t-1, which does not"
+    with pytest.raises(FileNotFoundError, match=message):
+        ksd.read_table(str(logs))
+    with pytest.raises(FileNotFoundError, match=message):
+        ksd.read_table(str(logs), subscribe="t")
+    from kafka_segments_ds.cli import main as cli_main
+
+    assert cli_main(["verify", str(logs)]) == 2
+    # named by a path of their own, the other partitions are read
+    assert values(logs / "t-0") == [b"inside"]
+    # a link to nothing under a name that is no partition's is not data
+    (logs / "t-1").unlink()
+    (logs / "backup").symlink_to("/nonexistent-volume/backup")
+    assert values(logs) == [b"inside"]
