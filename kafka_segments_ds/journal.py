@@ -58,6 +58,15 @@ def pending_commits(filesystem: pafs.FileSystem, root: str) -> list[str]:
     return sorted(found)
 
 
+def writes_under_way(root: str) -> bool:
+    """Whether a kafkasegments write has a staging directory in the local log dir ``root`` (from
+    the job's start to the end of its commit)."""
+    try:
+        return any(e.name.startswith(STAGING_PREFIX) for e in os.scandir(root))
+    except OSError:
+        return False
+
+
 def refuse_pending(filesystem: pafs.FileSystem, root: str) -> None:
     """Raise :class:`CommitInProgressError` while a commit into the log dir ``root`` is pending."""
     journals = pending_commits(filesystem, root)

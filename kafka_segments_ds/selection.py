@@ -26,7 +26,7 @@ from kafka_segments_ds.errors import (
     KafkaSegmentsError,
     NoKafkaDataError,
 )
-from kafka_segments_ds.journal import check_readable
+from kafka_segments_ds.journal import check_readable, writes_under_way
 from kafka_segments_ds.layout import (
     TIERED_LAYOUTS,
     DanglingSegmentLinkError,
@@ -105,6 +105,7 @@ def discover_root(
         for _ in range(LISTING_ATTEMPTS):
             check_readable(filesystem, root)
             log_dir_ns = mtime_ns(log_dir)
+            writing = writes_under_way(log_dir)
             try:
                 found = listing()
             except FileNotFoundError as err:
@@ -126,7 +127,14 @@ def discover_root(
                 for part in (selected or list)(found[1])
                 if part.listed_ns is not None and mtime_ns(part.directory) != part.listed_ns
             ]
-            if not changed and mtime_ns(log_dir) == log_dir_ns:
+            log_dir_kept = mtime_ns(log_dir) == log_dir_ns
+            if not changed and log_dir_kept:
+                return found
+            if log_dir_kept and not writing and not writes_under_way(log_dir):
+                # partition directories changed with no kafkasegments write under way (its
+                # staging directory, in the log dir from its start to its commit's end, would
+                # have been there or changed the log dir's time): a broker's own file churn
+                # (rolls, the cleaner's renames, retention), read as any live log dir is
                 return found
         if found is not None and not changed:
             return found  # only the log dir's time kept changing (other topics, checkpoints)

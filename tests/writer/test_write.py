@@ -963,3 +963,32 @@ def test_writes_to_other_topics_while_a_read_lists(
     monkeypatch.setattr(selection, "discover_layout", busy("t"))
     with pytest.raises(CommitInProgressError, match=r"kept committing into .*/t-[01] while"):
         read_table(tmp_path, subscribe="t")
+
+
+def test_a_brokers_file_churn_while_a_read_lists_is_no_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition directory that changes during every listing with no kafkasegments write
+    under way (a broker's cleaner renaming files, segments rolling) is read as listed, not
+    refused as a commit."""
+    from kafka_segments_ds import selection
+
+    write_table(records(20), tmp_path, topic="t", numPartitions=2)
+    listed = selection.discover_layout
+    calls = []
+
+    def churning(root: str, *args: object, **kwargs: object) -> object:
+        found = listed(root, *args, **kwargs)
+        calls.append(root)
+        deleted = tmp_path / "t-0" / f"{len(calls):020d}.log.deleted"
+        deleted.write_bytes(b"")  # the cleaner's rename, then the file deleted
+        deleted.unlink()
+        return found
+
+    monkeypatch.setattr(selection, "discover_layout", churning)
+    assert read_table(tmp_path, subscribe="t").num_rows == 20
+    assert read_table(tmp_path / "t-0").num_rows == read_table(tmp_path / "t-0").num_rows > 0
+    # the same churn while a write's staging directory is there: not known to be the broker's
+    (tmp_path / ".kafkasegments-staging-job").mkdir()
+    with pytest.raises(CommitInProgressError, match=r"kept committing into .*/t-0 while"):
+        read_table(tmp_path, subscribe="t")
