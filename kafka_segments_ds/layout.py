@@ -31,7 +31,7 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
 
@@ -99,6 +99,10 @@ class PartitionLog:
     # the directory's modification time (ns) as its listing began (local disk; else None):
     # a commit into it since changes it (kafka_segments_ds.selection.discover_root)
     listed_ns: int | None = None
+    # a tiered-storage bucket's (kafka_segments_ds.tiered), and its topic id where its keys
+    # name it (Kafka's base64 form, as a broker's partition.metadata writes it)
+    remote: bool = False
+    topic_id: str | None = None
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
@@ -177,6 +181,7 @@ def merge_partitions(
     partitions: Iterable[PartitionLog],
     location: Callable[[str], str] | None = None,
     next_offset: Callable[[SegmentRef], int] | None = None,
+    topic_id: Callable[[PartitionLog], str | None] | None = None,
 ) -> list[PartitionLog]:
     """One PartitionLog per directory, each segment once: the union of what overlapping inputs
     (a log dir and one of its partition dirs, a dir and one of its ``.log`` files, globs that
@@ -185,7 +190,8 @@ def merge_partitions(
     is read once; by default a path is its location. A directory reached by several names is
     labelled by its own name when that is ``<topic>-<partition>`` (else by the first name that
     is), whatever the order of the inputs. Given ``next_offset`` (the offset after a segment's
-    last entry), a read of records: :func:`join_copies`."""
+    last entry), a read of records: :func:`join_copies` (``topic_id``: a broker partition
+    directory's topic id)."""
     where = location or (lambda path: path)
     merged: dict[str, PartitionLog] = {}
     for partition in partitions:
@@ -202,50 +208,145 @@ def merge_partitions(
             topic, number = own
         elif topic is None:
             topic, number = partition.topic, partition.partition
-        merged[key] = PartitionLog(topic, number, seen.directory, tuple(ordered), seen.listed_ns)
+        merged[key] = replace(
+            seen, topic=topic, partition=number, segments=tuple(ordered), listed_ns=seen.listed_ns
+        )
     found = list(merged.values())
-    return found if next_offset is None else join_copies(found, next_offset)
+    return found if next_offset is None else join_copies(found, next_offset, topic_id)
 
 
 def join_copies(
-    partitions: list[PartitionLog], next_offset: Callable[[SegmentRef], int]
+    partitions: list[PartitionLog],
+    next_offset: Callable[[SegmentRef], int],
+    topic_id: Callable[[PartitionLog], str | None] | None = None,
 ) -> list[PartitionLog]:
-    """Broker partition directories of the same ``<topic>-<partition>`` in different places:
-    one partition, their segments in offset order, when each piece ends (``next_offset`` of its
-    last segment) at or before the next one begins (an archive kept in pieces), else
-    :class:`InvalidOptionError`: copies of one partition (replicas from two brokers, a backup
-    and its source) would give records twice, and a topic of the same name from two clusters
-    two records one key."""
-    named: dict[tuple[str, int], list[PartitionLog]] = {}
+    """Pieces of one ``<topic>-<partition>`` in different places read as one partition.
+
+    Broker partition directories of the same name: their segments in offset order, when each
+    piece ends (``next_offset`` of its last segment) at or before the next one begins (an
+    archive kept in pieces), else :class:`InvalidOptionError`: copies of one partition
+    (replicas from two brokers, a backup and its source) would give records twice, and a topic
+    of the same name from two clusters two records one key. The same for pieces in
+    tiered-storage buckets.
+
+    A tiered bucket's piece and a log dir's (a tiered topic read whole): each offset from one
+    of them, as a broker serves it (:func:`_tiered_then_local`). Their topic ids (the bucket's
+    keys, the log dir's ``partition.metadata``, ``topic_id``) must agree where both are known:
+    a topic deleted and created again under the same name is another topic."""
+    brokers: dict[tuple[str, int], list[PartitionLog]] = {}
+    remotes: dict[tuple[str, int], list[PartitionLog]] = {}
     for part in partitions:
-        own = parse_partition_dir_name(posixpath.basename(part.directory))
-        if part.segments and own is not None and own == (part.topic, part.partition):
-            named.setdefault(own, []).append(part)
-    joined: dict[int, PartitionLog | None] = {}
-    for (topic, number), parts in named.items():
-        if len(parts) < 2:
+        if not part.segments or part.topic is None or part.partition is None:
             continue
-        parts = sorted(parts, key=lambda p: p.segments[0].base_offset)
-        for before, after in itertools.pairwise(parts):
-            begins = after.segments[0].base_offset
-            last = before.segments[-1]
-            if last.base_offset >= begins or next_offset(last) > begins:
-                raise InvalidOptionError(
-                    f"{topic}-{number} is in two directories whose offsets overlap, "
-                    f"{before.directory} (segments {_bases(before)}) and {after.directory} "
-                    f"({_bases(after)}): the same offsets twice (replicas from two brokers? one "
-                    "topic from two clusters?) break the (topic, partition, offset) key; read "
-                    "them apart"
-                )
-        segments = tuple(seg for part in parts for seg in part.segments)
-        joined[id(parts[0])] = PartitionLog(topic, number, parts[0].directory, segments)
-        joined.update((id(part), None) for part in parts[1:])
+        key = (part.topic, part.partition)
+        if part.remote:
+            remotes.setdefault(key, []).append(part)
+        elif parse_partition_dir_name(posixpath.basename(part.directory)) == key:
+            brokers.setdefault(key, []).append(part)
+    joined: dict[int, PartitionLog | None] = {}
+    for key in [*brokers, *(k for k in remotes if k not in brokers)]:
+        local, tiered = brokers.get(key, []), remotes.get(key, [])
+        if len(local) + len(tiered) < 2:
+            continue
+        if local and tiered:
+            whole = _tiered_then_local(
+                _chain(tiered, next_offset), _chain(local, next_offset), next_offset, topic_id
+            )
+        else:
+            whole = _chain(local or tiered, next_offset)
+        first, *others = local or tiered
+        joined[id(first)] = whole
+        joined.update((id(part), None) for part in (*others, *(tiered if local else ())))
     out = []
     for part in partitions:
         replacement = joined.get(id(part), part)
         if replacement is not None:
             out.append(replacement)
     return out
+
+
+def _chain(parts: list[PartitionLog], next_offset: Callable[[SegmentRef], int]) -> PartitionLog:
+    """Pieces of one partition of one kind (broker directories, or buckets) as one, each
+    ending at or before the next begins; else :class:`InvalidOptionError`."""
+    if len(parts) == 1:
+        return parts[0]
+    parts = sorted(parts, key=lambda p: p.segments[0].base_offset)
+    for before, after in itertools.pairwise(parts):
+        begins = after.segments[0].base_offset
+        last = before.segments[-1]
+        if last.base_offset >= begins or next_offset(last) > begins:
+            raise InvalidOptionError(
+                f"{before.topic}-{before.partition} is in two directories whose offsets "
+                f"overlap, {before.directory} (segments {_bases(before)}) and {after.directory} "
+                f"({_bases(after)}): the same offsets twice (replicas from two brokers? one "
+                "topic from two clusters?) break the (topic, partition, offset) key; read "
+                "them apart"
+            )
+    segments = tuple(seg for part in parts for seg in part.segments)
+    return replace(parts[0], segments=segments, listed_ns=None)
+
+
+def _tiered_then_local(
+    tiered: PartitionLog,
+    local: PartitionLog,
+    next_offset: Callable[[SegmentRef], int],
+    topic_id: Callable[[PartitionLog], str | None] | None,
+) -> PartitionLog:
+    """A partition's tiered segments and its log dir's as one, each offset once, as a broker
+    serves a fetch: from the log dir from its first segment's base offset ``L`` to its end
+    ``E``, from the bucket below ``L`` (a bucket segment reaching past ``L`` is read up to it)
+    and from ``E`` on (a bucket newer than the log dir). A bucket segment inside ``[L, E)`` is
+    the log dir's copy (with the default ``local.retention.ms`` a broker keeps what it
+    uploaded) and is not read."""
+    name = f"{local.topic}-{local.partition}"
+    ids = {tiered.topic_id, topic_id(local) if topic_id is not None else None} - {None}
+    if len(ids) > 1:
+        raise InvalidOptionError(
+            f"{name}: the tiered segments in {tiered.directory} are of topic id "
+            f"{tiered.topic_id}, the log dir's {local.directory} of another (its "
+            "partition.metadata): a topic deleted and created again under the same name? "
+            "read them apart"
+        )
+    low = local.segments[0].base_offset
+    segs = tiered.segments
+    high: int | None = None  # the log dir's end, found when a bucket segment begins after low
+    before: list[SegmentRef] = []
+    after: list[SegmentRef] = []
+    dropped: list[str] = []
+    for i, seg in enumerate(segs):
+        start = seg.base_offset if seg.read_from is None else seg.read_from
+        if start < low:
+            until = low if seg.read_until is None else min(seg.read_until, low)
+            before.append(replace(seg, read_until=until))
+            continue
+        if high is None:
+            high = max(low, next_offset(local.segments[-1]))
+        if start >= high:
+            after.append(seg)
+            continue
+        # its end: a manifest's last offset, its cut, the next segment's base, or its tail
+        if seg.last_offset is not None:
+            end = seg.last_offset + 1
+        elif seg.read_until is not None:
+            end = seg.read_until
+        elif i + 1 < len(segs):
+            end = segs[i + 1].base_offset
+        else:
+            end = next_offset(seg)
+        if end <= high:
+            dropped.append(posixpath.basename(seg.path))
+        else:
+            after.append(replace(seg, read_from=high))
+    if dropped:
+        _logger.info(
+            "%s: %d tiered segments hold offsets the log dir %s holds too; read from the log "
+            "dir (%s)",
+            name,
+            len(dropped),
+            local.directory,
+            ", ".join(dropped[:3]) + (", ..." if len(dropped) > 3 else ""),
+        )
+    return replace(local, segments=(*before, *local.segments, *after))
 
 
 def segment_directories(part: PartitionLog) -> list[str]:

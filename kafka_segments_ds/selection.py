@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from kafka_segments_ds import fs as kfs
@@ -221,7 +222,7 @@ class Discovery:
             location = os.path.realpath  # one file reached through a symbolic link and directly
         # a tiered bucket is read through a view that serves its segments as plain ones
         view = combine_filesystems(self.filesystem, views)
-        return view, merge_partitions(found, location, next_offset_on(view))
+        return view, merge_partitions(found, location, next_offset_on(view), topic_id_on(view))
 
 
 LISTING_ATTEMPTS = 3
@@ -237,6 +238,26 @@ def next_offset_on(filesystem: pafs.FileSystem) -> Callable[[SegmentRef], int]:
         return segment_tail(filesystem, seg).next_offset
 
     return next_offset
+
+
+def topic_id_on(filesystem: pafs.FileSystem) -> Callable[[PartitionLog], str | None]:
+    """The topic id a broker partition directory's ``partition.metadata`` holds (None when it
+    has none, or not in Kafka's form)."""
+
+    def topic_id(part: PartitionLog) -> str | None:
+        try:
+            with filesystem.open_input_stream(f"{part.directory}/partition.metadata") as f:
+                data: bytes = f.read(4096)
+        except (OSError, pa.ArrowException):
+            return None
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            found = value.strip()
+            if key.strip() == "topic_id" and re.fullmatch(r"[A-Za-z0-9_-]{22}", found):
+                return found
+        return None
+
+    return topic_id
 
 
 def no_data_message(path: str, layout: str | None) -> str:

@@ -198,7 +198,7 @@ def _discover_tiered(
     elif kind == "local-tiered":
         partitions = [_local_tiered(d, files) for d, files in dirs.items()]
     elif kind == "pinterest":
-        partitions = partitions_from_listings(dirs)
+        partitions = [replace(p, remote=True) for p in partitions_from_listings(dirs)]
     else:
         partitions = _linkedin_azure(filesystem, dirs)
     partitions = [p for p in partitions if p.segments]
@@ -328,10 +328,21 @@ def _aiven(
             topics[directory] = manifest.topic
     return [
         PartitionLog(
-            topics.get(d, partitions[d][0]), partitions[d][1], d, resolve_overlaps(found[d])
+            topics.get(d, partitions[d][0]),
+            partitions[d][1],
+            d,
+            resolve_overlaps(found[d]),
+            remote=True,
+            topic_id=_aiven_topic_id(d),
         )
         for d in dirs
     ]
+
+
+def _aiven_topic_id(directory: str) -> str | None:
+    """The topic id in an Aiven partition's key prefix (``<topic>-<topicId>/<partition>``)."""
+    match = _AIVEN_TOPIC_DIR.fullmatch(posixpath.basename(posixpath.dirname(directory)))
+    return None if match is None else match["topic_id"]
 
 
 def _manifest_key(stem_path: str, objects: dict[str, pafs.FileInfo]) -> tuple[str, int, int, int]:
@@ -437,7 +448,12 @@ def _local_tiered(directory: str, files: list[pafs.FileInfo]) -> PartitionLog:
             assert offset is not None
             candidates.append(Candidate(_raw_ref(offset[0], objects)))
     return PartitionLog(
-        match["topic"], int(match["partition"]), directory, resolve_overlaps(candidates)
+        match["topic"],
+        int(match["partition"]),
+        directory,
+        resolve_overlaps(candidates),
+        remote=True,
+        topic_id=match["topic_id"],
     )
 
 
@@ -498,7 +514,11 @@ def _linkedin_azure(
         topic_id = str(uuid.UUID(match["topic_id"]))
         out.append(
             PartitionLog(
-                topic_id, partition, f"{directory}/{partition}.*", resolve_overlaps(candidates)
+                topic_id,
+                partition,
+                f"{directory}/{partition}.*",
+                resolve_overlaps(candidates),
+                remote=True,
             )
         )
     return out

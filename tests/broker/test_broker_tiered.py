@@ -83,3 +83,60 @@ def test_local_tiered_storage_bucket(broker: Broker, tmp_path: Path) -> None:
     }
     for partition in range(PARTITIONS):
         assert (partition, 0) in starts
+
+
+def test_a_tiered_topic_read_whole_from_its_bucket_and_log_dir(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """The bucket and the log dir read as one input give what a consumer fetches, at both
+    isolation levels: with every upload still kept locally (local.retention.ms at its default),
+    and after local retention deleted the older segments (transactions straddle the two)."""
+    topic = "tieredWhole"
+    broker.create_topic(topic, 2, remote_storage_enable="true", internal_segment_bytes=6 * 1024)
+    summary = broker.produce(
+        topic,
+        600,
+        transactional_id="tiered-whole",
+        producers=2,
+        txn_records=9,
+        abort_every=3,
+        compression="lz4",
+        value_bytes=50,
+    )
+    assert summary["aborted"] > 3
+
+    def uploaded(partition: int) -> int:
+        return sum(
+            1 for d in broker.tiered_dir.glob(f"{topic}-{partition}-*") for _ in d.glob("*.log")
+        )
+
+    deadline = time.monotonic() + WAIT_S
+    # every rolled segment uploaded (the active one stays local only)
+    while not all(
+        uploaded(p) == len(list((broker.log_dir / f"{topic}-{p}").glob("*.log"))) - 1
+        for p in range(2)
+    ):
+        assert time.monotonic() < deadline, "the broker did not upload the rolled segments"
+        time.sleep(0.2)
+    assert all(uploaded(p) >= 3 for p in range(2))
+    bucket = broker.tiered_dir
+    logs = broker.snapshot(tmp_path / "logs", topic)
+    levels = ("read_committed", "read_uncommitted")
+    want = {level: broker.consume(topic, level) for level in levels}
+    for level in levels:
+        got = table_rows(
+            read_table([bucket, logs], subscribe=topic, isolationLevel=level, includeHeaders=True)
+        )
+        assert got == want[level], level
+    # local retention: the older segments only in the bucket now
+    for partition in range(2):
+        part = logs / f"{topic}-{partition}"
+        bases = sorted(p.name.partition(".")[0] for p in part.glob("*.log"))
+        for f in list(part.iterdir()):
+            if f.name.partition(".")[0] in bases[:2]:
+                f.unlink()
+    for level in levels:
+        got = table_rows(
+            read_table([bucket, logs], subscribe=topic, isolationLevel=level, includeHeaders=True)
+        )
+        assert got == want[level], level

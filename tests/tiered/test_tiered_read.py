@@ -513,3 +513,55 @@ def test_segment_deleted_between_listing_and_manifest_read_is_skipped(
         r for r in plain(ksd.read_table(str(directory))) if not bases[1] <= r["offset"] < bases[2]
     ]
     assert plain(got) == expected
+
+
+def _local_copy(directory: Path, target: Path, keep: slice) -> Path:
+    """``directory``'s segments ``keep`` (by base offset order, all their files) in ``target``,
+    as a log dir holds them after retention or before an upload."""
+    target.mkdir(parents=True)
+    bases = sorted(p.stem for p in directory.glob("*.log"))[keep]
+    for f in directory.iterdir():
+        if f.name.partition(".")[0] in bases:
+            shutil.copy(f, target / f.name)
+    return target
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [slice(None), slice(3, None), slice(2, 5), slice(None, 4)],
+    ids=["all-kept-locally", "older-ones-only-in-the-bucket", "bucket-newer", "bucket-only-tail"],
+)
+def test_a_bucket_and_its_log_dir_read_as_one(source: Path, tmp_path: Path, keep: slice) -> None:
+    """A tiered topic read whole: its bucket and its log dir, each offset once, from the log
+    dir where it holds it (a broker keeps what it uploaded until local retention)."""
+    directory = source / "events-0"
+    assert len(list(directory.glob("*.log"))) >= 6
+    upload_local_tiered(directory, LOCAL, str(tmp_path / "bucket"), "events", 0)
+    _local_copy(directory, tmp_path / "logs" / "events-0", keep)
+    expected = plain(ksd.read_table(str(directory)))
+    inputs = [str(tmp_path / "bucket"), str(tmp_path / "logs")]
+    assert plain(ksd.read_table(inputs)) == expected
+    assert plain(ksd.read_table(inputs[::-1])) == expected
+    for start, end in ((0, 1000), (101, 333), (250, 251)):
+        bounds = {
+            "startingOffsets": f'{{"events":{{"0":{start}}}}}',
+            "endingOffsets": f'{{"events":{{"0":{end}}}}}',
+        }
+        want = [r for r in expected if start <= r["offset"] < end]
+        assert plain(ksd.read_table(inputs, **bounds)) == want
+
+
+def test_a_bucket_and_a_log_dir_of_other_topic_ids_are_refused(
+    source: Path, tmp_path: Path
+) -> None:
+    directory = source / "events-0"
+    upload_local_tiered(directory, LOCAL, str(tmp_path / "bucket"), "events", 0)
+    (bucket_dir,) = (tmp_path / "bucket" / "kafka-tiered-storage").iterdir()
+    topic_id = bucket_dir.name.rsplit("-", 1)[1]
+    local = _local_copy(directory, tmp_path / "logs" / "events-0", slice(2, None))
+    inputs = [str(tmp_path / "bucket"), str(tmp_path / "logs")]
+    (local / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    assert plain(ksd.read_table(inputs)) == plain(ksd.read_table(str(directory)))
+    (local / "partition.metadata").write_text("version: 0\ntopic_id: BBBBBBBBBBBBBBBBBBBBBB\n")
+    with pytest.raises(InvalidOptionError, match=f"events-0: the tiered segments in .*{topic_id}"):
+        ksd.read_table(inputs)
