@@ -387,6 +387,14 @@ def read_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
         return _checked(stream.read_buffer(size), size, path, 0)
 
 
+def read_index_file(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
+    """Read a whole ``.index`` / ``.timeindex``: a hint, so one cut short while read is read as
+    far as it goes (a broker rolling its segment trims the preallocated index it is writing)."""
+    with filesystem.open_input_file(path) as stream:
+        buffer: pa.Buffer = stream.read_buffer(stream.size())
+        return buffer
+
+
 def _checked(buffer: pa.Buffer, expected: int, path: str, start: int) -> pa.Buffer:
     """``buffer`` if it holds all ``expected`` bytes; a cut-off response is an error, never a
     shorter file."""

@@ -235,7 +235,7 @@ def _name(part: PartitionLog) -> str:
 def _load_offset_index(filesystem: pafs.FileSystem, seg: SegmentRef) -> kidx.OffsetIndex | None:
     if seg.index_path is None or seg.index_size == 0:
         return None
-    data = kfs.read_file(filesystem, seg.index_path)
+    data = kfs.read_index_file(filesystem, seg.index_path)
     return kidx.parse_offset_index(memoryview(data), seg.base_offset, seg.size)
 
 
@@ -244,7 +244,7 @@ def _load_time_index(
 ) -> kidx.TimeIndex | None:
     if seg.timeindex_path is None or seg.timeindex_size == 0:
         return None
-    data = kfs.read_file(filesystem, seg.timeindex_path)
+    data = kfs.read_index_file(filesystem, seg.timeindex_path)
     return kidx.parse_time_index(memoryview(data), seg.base_offset, next_base)
 
 

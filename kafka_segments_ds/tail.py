@@ -133,7 +133,7 @@ def tail_start(
     if seg.index_path is None or not seg.index_size or not seg.size:
         return 0
     index = kidx.parse_offset_index(
-        memoryview(kfs.read_file(filesystem, seg.index_path)), seg.base_offset, seg.size
+        memoryview(kfs.read_index_file(filesystem, seg.index_path)), seg.base_offset, seg.size
     )
     if index.positions.shape[0] == 0:
         return 0

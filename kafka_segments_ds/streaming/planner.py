@@ -346,7 +346,18 @@ class StreamPlanner:
 
     def prepare_available_now(self) -> None:
         """Trigger.AvailableNow: remember the latest offsets; later triggers stop there."""
-        self._target = {key: self.latest_of(part) for key, part in self.list_partitions().items()}
+        self._target = self._latest_all(self.list_partitions())[1]
+
+    def _latest_all(
+        self, partitions: dict[TopicPartition, PartitionLog]
+    ) -> tuple[dict[TopicPartition, PartitionLog], Offsets]:
+        """``partitions`` and the latest offset of each; a segment gone since they were listed
+        (retention, the cleaner replacing segments): listed again, once."""
+        try:
+            return partitions, {key: self.latest_of(part) for key, part in partitions.items()}
+        except FileNotFoundError:
+            partitions = self.listing.list_partitions(full=True)
+            return partitions, {key: self.latest_of(part) for key, part in partitions.items()}
 
     def next_offsets(
         self,
@@ -367,7 +378,7 @@ class StreamPlanner:
                 raise
             log.warning("no new offsets this trigger: %s", err)
             return dict(before)
-        self.reported = {key: self.latest_of(part) for key, part in partitions.items()}
+        partitions, self.reported = self._latest_all(partitions)
         latest = dict(self.reported)
         if self._target is not None:  # partitions that appeared after the start are left out
             target = self._target
@@ -399,6 +410,7 @@ class StreamPlanner:
         for key in sorted(set(start) - set(end)):
             self._data_loss(f"{key[0]}-{key[1]} is gone from the archive", key, start[key])
         tasks: list[ScanTask] = []
+        ranges: dict[TopicPartition, tuple[int, int]] = {}  # what each partition's tasks read
         for key, stop in sorted(end.items()):
             part = partitions.get(key)
             if part is None:
@@ -430,13 +442,32 @@ class StreamPlanner:
                 begin = earliest
             if stop <= begin:
                 continue
+            ranges[key] = (begin, stop)
             try:
                 tasks.extend(self._range_tasks(part, begin, stop))
             except FileNotFoundError:
                 tasks.extend(self._relisted_tasks(key, begin, stop))
         if not tasks:
             return []
-        return plan_partitions(tasks, self.options, self.options.min_partitions or min_partitions)
+        wanted = self.options.min_partitions or min_partitions
+        try:
+            return plan_partitions(tasks, self.options, wanted)
+        except FileNotFoundError:
+            # a segment went while its tasks were cut (retention, the cleaner replacing
+            # segments): the partitions whose segments went, planned again from a new listing
+            gone = {
+                tp
+                for tp in ranges
+                if any(
+                    (t.topic, t.partition) == tp
+                    and not self.filesystem.get_file_info(t.segment.path).is_file
+                    for t in tasks
+                )
+            }
+            kept = [t for t in tasks if (t.topic, t.partition) not in gone]
+            for tp in sorted(gone):
+                kept.extend(self._relisted_tasks(tp, *ranges[tp]))
+            return plan_partitions(kept, self.options, wanted) if kept else []
 
     def _lost_below(self, key: TopicPartition, begin: int, earliest: int, stop: int) -> None:
         self._data_loss(
