@@ -315,6 +315,7 @@ def segment_tasks(
         )
         tasks.append(
             ScanTask(
+                file_id=file_id(filesystem, seg.path),
                 segment=seg,
                 topic=part.topic,
                 partition=part.partition,
@@ -375,6 +376,19 @@ def _verified_start(
     return position if entry is not None and entry.offset <= target else 0
 
 
+def file_id(filesystem: pafs.FileSystem | None, path: str) -> tuple[int, int, int] | None:
+    """(st_dev, st_ino, its directory's st_ino) of a local file (None elsewhere, or when it is
+    not there)."""
+    if not isinstance(filesystem, pafs.LocalFileSystem):
+        return None
+    try:
+        st = os.stat(path)
+        directory = os.stat(os.path.dirname(path))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, directory.st_ino
+
+
 def split_tasks(
     filesystem: pafs.FileSystem,
     tasks: Sequence[ScanTask],
@@ -412,9 +426,10 @@ def split_tasks(
         starts = [task.start_position, *cuts]
         ends: list[int | None] = [*cuts, task.end_position]
         after: list[int | None] = [task.after_offset, *floors]
+        spans: list[int | None] = [None if f is None else f + 1 for f in floors]
         out.extend(
-            replace(task, start_position=a, end_position=b, after_offset=f)
-            for a, b, f in zip(starts, ends, after, strict=True)
+            replace(task, start_position=a, end_position=b, after_offset=f, span_end=e)
+            for a, b, f, e in zip(starts, ends, after, [*spans, task.span_end], strict=True)
         )
     return out
 

@@ -36,6 +36,13 @@ class ScanTask:
     # a byte-range piece after the first: the last offset the entries before start_position
     # reach by the reader's order rule (an entry must go above it, as in a whole-segment read)
     after_offset: int | None = None
+    # a byte-range piece before the last: the offset its entries stay below (the next piece's
+    # after_offset + 1), for reading its offsets from a file that replaced the segment
+    span_end: int | None = None
+    # (st_dev, st_ino, its directory's st_ino) of a local segment file when planned: a file of
+    # the same name that is not it replaced it since (the log cleaner), and the task's offsets
+    # are read from that; another directory replaced the partition's (an overwrite)
+    file_id: tuple[int, int, int] | None = None
 
     @property
     def end(self) -> int:

@@ -127,6 +127,7 @@ class SegmentSource:
         self._fd: int | None = None
         self._file = None
         self._opened = False  # opened on first use: the read-ahead thread may do it
+        self._open_lock = threading.Lock()
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
         self._buffers = [bytearray(0), bytearray(0)]
         self._arenas = [bytearray(0), bytearray(0)]  # each slot's window, decompressed ahead
@@ -142,11 +143,23 @@ class SegmentSource:
     def _open(self) -> None:
         if self._opened:
             return
-        if self.is_local:
-            self._fd = os.open(self.path, os.O_RDONLY)
-        else:
-            self._file = self._filesystem.open_input_file(self.path)
-        self._opened = True
+        with self._open_lock:  # (the read-ahead thread and file_id may both open it)
+            if self._opened:
+                return
+            if self.is_local:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            else:
+                self._file = self._filesystem.open_input_file(self.path)
+            self._opened = True
+
+    def file_id(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the local file opened (opening it now if need be; None for a
+        remote one)."""
+        self._open()
+        if self._fd is None:
+            return None
+        st = os.fstat(self._fd)
+        return st.st_dev, st.st_ino
 
     def read(self, position: int, length: int) -> np.ndarray:
         length = self._clip(position, length)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -82,13 +83,23 @@ def read_tasks(
                 )
 
             try:
+                if task.file_id is not None and current.source.file_id() != task.file_id[:2]:
+                    # the file was replaced since planning (the log cleaner): its offsets
+                    moved = rehomed(task, current.shown)
+                    if moved is not None:
+                        yield from read_tasks(moved, options, columns, filesystem)
+                        continue
                 if options.decode:  # keys / values in Confluent's wire format: a post-step
                     yield from _decoded(task, options, columns, current, read_ahead)
                     continue
                 reader = _TaskReader(task, options, columns, current.source, current.shown)
                 yield from reader.run(read_ahead)
             except FileNotFoundError as err:
-                segment_gone(task, options, current.shown, err)
+                moved = rehomed(task, current.shown) if task.file_id is not None else None
+                if moved is None:
+                    segment_gone(task, options, current.shown, err)
+                else:  # merged into an earlier segment by the log cleaner
+                    yield from read_tasks(moved, options, columns, filesystem)
             finally:
                 current.source.close()
     finally:
@@ -113,6 +124,87 @@ def _decoded(
     post = TaskDecoder(options, task.topic, task.partition, current.shown)
     reader = _TaskReader(task, options, post.input_columns(columns), current.source, current.shown)
     yield from post.apply(reader.run(read_ahead), columns)
+
+
+_SEGMENT_NAME = re.compile(r"[0-9]{20}\.log")
+
+
+def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
+    """The tasks reading ``task``'s offsets from where they are now, when its local segment
+    file was replaced or removed since planning: the segment of the same name, or the one an
+    earlier segment's base offset names, that the log cleaner wrote them into (it merges a
+    group of segments into the first one's name); None when no segment is there to hold
+    them (retention removed it: data loss)."""
+    from kafka_segments_ds.layout import PartitionLog, SegmentRef
+    from kafka_segments_ds.planning import segment_tasks
+
+    seg = task.segment
+    directory = os.path.dirname(seg.path)
+    try:
+        names = os.listdir(directory)
+        replaced = task.file_id is not None and os.stat(directory).st_ino != task.file_id[2]
+    except OSError:
+        return None
+    if replaced:
+        from kafka_segments_ds.journal import pending_commits
+
+        log_dir = os.path.dirname(directory)
+        if pending_commits(pafs.LocalFileSystem(), log_dir):
+            raise CommitInProgressError(
+                f"{shown} was replaced by a kafkasegments write committing into {log_dir} "
+                "while it was read; read again when the commit is done"
+            )
+        raise DataLossError(
+            f"{task.topic}-{task.partition}: the partition directory {directory} was replaced "
+            f"after the read was planned (a kafkasegments overwrite, or the topic deleted and "
+            f"created again): {shown} is no longer the segment planned; read again"
+        )
+    bases = [int(n[:20]) for n in names if _SEGMENT_NAME.fullmatch(n)]
+    below = [b for b in bases if b <= seg.base_offset]
+    if not below:
+        return None
+    base = max(below)
+    path = os.path.join(directory, f"{base:020d}.log")
+    index_path = os.path.join(directory, f"{base:020d}.index")
+    try:
+        st = os.stat(path)
+        index_size = os.stat(index_path).st_size if os.path.exists(index_path) else 0
+    except OSError:
+        return None
+    size = st.st_size
+    home = SegmentRef(
+        path=path,
+        base_offset=base,
+        size=size,
+        index_path=index_path if index_size else None,
+        timeindex_path=None,
+        txnindex_path=None,
+        index_size=index_size,
+    )
+    filesystem = pafs.LocalFileSystem()
+    if base != seg.base_offset:
+        from kafka_segments_ds.tail import segment_tail
+
+        if segment_tail(filesystem, home).next_offset <= seg.base_offset:
+            return None  # an earlier segment that does not reach its offsets: they are gone
+    start = seg.base_offset if task.start_offset is None else task.start_offset
+    if task.after_offset is not None:
+        start = max(start, task.after_offset + 1)
+    ends = [n for n in (task.end_offset, task.next_base_offset, task.span_end) if n is not None]
+    end = min(ends) if ends else None
+    log.warning(
+        "%s was replaced or removed since the read was planned (the log cleaner); offsets "
+        "from %d%s read from %s as it is now",
+        shown,
+        start,
+        "" if end is None else f" to {end - 1}",
+        path,
+    )
+    if end is not None and end <= start:
+        return []
+    part = PartitionLog(task.topic, task.partition, directory, (home,))
+    planned = segment_tasks(filesystem, part, start, end, task.aborted, task.min_max_timestamp)
+    return [replace(t, include_control=task.include_control) for t in planned]
 
 
 def segment_gone(task: ScanTask, options: ReadOptions, shown: str, err: OSError) -> None:

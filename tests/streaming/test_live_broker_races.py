@@ -4,6 +4,7 @@ latest offset is found (retention, the cleaner replacing segments)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +119,60 @@ def test_a_segment_gone_while_the_latest_offset_is_found_lists_again(
     monkeypatch.setattr(planner_module, "scan_tail", vanishing)
     assert planner.next_offsets({TP: 0}) == {TP: 31}
     assert len(calls) == 2
+
+
+def _records(offsets: list[int]) -> bytes:
+    """One batch per record (the cleaner keeps batches whole; here each holds one)."""
+    return b"".join(
+        encode_batch(
+            [RecordSpec(key=b"k%d" % o, value=b"v%d" % o, timestamp=1000 + o)], base_offset=o
+        )
+        for o in offsets
+    )
+
+
+@pytest.mark.parametrize("pieces", [1, 4])
+def test_segments_the_cleaner_replaced_after_planning_are_read_where_they_are(
+    tmp_path: Path, pieces: int
+) -> None:
+    """The log cleaner replaced segment 0 with a cleaned copy holding segments 0 and 10 merged
+    (keys of odd offsets compacted away), and removed segment 10, between planning and
+    reading: the planned tasks read the offsets where they are now, each once, rather than
+    taking the new file for damage and the removed one for data loss."""
+    from kafka_segments_ds import planning
+    from kafka_segments_ds.options import parse_read_options
+
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    for first in (0, 10, 20):
+        (part / segment_file_name(first, ".log")).write_bytes(
+            _records(list(range(first, first + 10)))
+        )
+    options = parse_read_options(
+        {"maxBytesPerPartition": str(400), "minPartitions": str(pieces)} if pieces > 1 else {}
+    )
+    plan = planning.plan_scan(str(tmp_path / "logs"), options)
+    assert len(plan.tasks) >= (3 if pieces == 1 else 6)
+    cleaned = part / (segment_file_name(0, ".log") + ".cleaned")
+    cleaned.write_bytes(_records(list(range(0, 20, 2))))
+    os.replace(cleaned, part / segment_file_name(0, ".log"))  # (via .swap in Kafka)
+    (part / segment_file_name(10, ".log")).unlink()
+    got = [o for b in read_tasks(plan.tasks, options, ("offset",)) for o in b.column(0).to_pylist()]
+    assert got == [*range(0, 20, 2), *range(20, 30)]
+
+
+def test_a_partition_overwritten_after_planning_is_an_error_not_a_mix(tmp_path: Path) -> None:
+    """An overwrite (a kafkasegments write replacing the partition directories) landing between
+    planning and reading: the planned tasks would read the new files at the old positions."""
+    from kafka_segments_ds import planning, write_table
+    from kafka_segments_ds.errors import DataLossError
+    from kafka_segments_ds.options import parse_read_options
+
+    rows = pa.table({"value": [b"old-%d" % i for i in range(50)]})
+    write_table(rows, tmp_path / "logs", topic="t")
+    options = parse_read_options({})
+    plan = planning.plan_scan(str(tmp_path / "logs"), options)
+    new = pa.table({"value": [b"new-%d" % i for i in range(80)]})
+    write_table(new, tmp_path / "logs", topic="t", mode="overwrite")
+    with pytest.raises(DataLossError, match=r"t-0: the partition directory .*/t-0 was replaced"):
+        list(read_tasks(plan.tasks, options, ("value",)))
