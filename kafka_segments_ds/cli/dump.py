@@ -166,11 +166,10 @@ def add_arguments(dump: argparse.ArgumentParser) -> None:
     dump.add_argument(
         "--decoder",
         choices=CHOICES,
-        default="auto",
         help="decode the keys and values of Kafka's internal topics: __consumer_offsets "
         "(offsets), __transaction_state (transaction), __cluster_metadata (metadata), "
         "__share_group_state (share), __remote_log_metadata (remote); auto (default) picks "
-        "by topic name",
+        "by topic name; a shallow dump shows batches, and decodes none",
     )
 
 
@@ -244,6 +243,12 @@ def _settle_options(args: argparse.Namespace) -> None:
                 raise InvalidOptionError(f"give {flag} or --option {given[lowered][0]}, not both")
     args.iteration = args.iteration or "deep"
     args.shallow = args.iteration == "shallow"
+    if args.shallow and args.decoder not in (None, "auto", "none"):
+        raise InvalidOptionError(
+            f"--decoder {args.decoder} decodes records: a shallow dump shows batches (drop "
+            "--shallow)"
+        )
+    args.decoder = "none" if args.shallow else args.decoder or "auto"
     args.include_headers = bool(args.include_headers)
     args.include_metadata = bool(args.include_metadata)
     args.isolation = args.isolation or "read_uncommitted"

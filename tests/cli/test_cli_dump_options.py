@@ -390,3 +390,24 @@ def test_stats_counts_a_damaged_size_field_once(
     assert (status, stats["damaged"], stats["records"]) == (1, 1, 300 - 50)
     assert len(err.splitlines()) == len(stats["warnings"]) == 2  # the drop, then the resync
     assert "resynchronised at byte" in stats["warnings"][1]
+
+
+REALWORLD = Path(__file__).resolve().parents[2] / ".." / "shared" / "realworld"
+OFFSETS = REALWORLD / "volodymyrzee-2.x" / "__consumer_offsets-12"
+
+
+@pytest.mark.skipif(not OFFSETS.is_dir(), reason="../shared/realworld is absent")
+def test_a_shallow_dump_of_an_internal_topic_shows_batches(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """kafka-dump-log's decoders need deep iteration: a shallow dump decodes nothing (the
+    auto decoder took a batch for a record: a null key, exit 1), and a decoder named with
+    --shallow is refused."""
+    status, out, _ = run(capsys, "dump", str(OFFSETS), "--shallow", "--quiet")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert status == 0 and rows and all(r["key"] is None for r in rows)
+    assert all("count" in r and "crc" in r for r in rows)
+    status, _, err = run(capsys, "dump", str(OFFSETS), "--shallow", "--decoder", "offsets")
+    assert status == 2 and "--decoder offsets decodes records" in err
+    status, out, _ = run(capsys, "dump", str(OFFSETS), "--quiet", "--limit", "1")
+    assert status == 0 and json.loads(out)["key"] is not None  # deep: decoded
