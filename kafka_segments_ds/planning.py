@@ -315,7 +315,8 @@ def segment_tasks(
         )
         tasks.append(
             ScanTask(
-                file_id=file_id(filesystem, seg.path),
+                file_id=file_id(filesystem, seg.path, seg.size if i + 1 < len(segs) else None),
+                previous=_previous(filesystem, segs[i - 1].path) if i else None,
                 segment=seg,
                 topic=part.topic,
                 partition=part.partition,
@@ -376,9 +377,13 @@ def _verified_start(
     return position if entry is not None and entry.offset <= target else 0
 
 
-def file_id(filesystem: pafs.FileSystem | None, path: str) -> tuple[int, int, int] | None:
+def file_id(
+    filesystem: pafs.FileSystem | None, path: str, listed_size: int | None = None
+) -> tuple[int, int, int] | None:
     """(st_dev, st_ino, its directory's st_ino) of a local file (None elsewhere, or when it is
-    not there)."""
+    not there). A file whose size is no longer ``listed_size`` (a segment that is not the
+    last, which only the log cleaner rewrites) was replaced since it was listed: its inode
+    is given as -1, so that a reader reads its offsets wherever they are now."""
     if not isinstance(filesystem, pafs.LocalFileSystem):
         return None
     try:
@@ -386,7 +391,14 @@ def file_id(filesystem: pafs.FileSystem | None, path: str) -> tuple[int, int, in
         directory = os.stat(os.path.dirname(path))
     except OSError:
         return None
-    return st.st_dev, st.st_ino, directory.st_ino
+    inode = st.st_ino if listed_size is None or st.st_size == listed_size else -1
+    return st.st_dev, inode, directory.st_ino
+
+
+def _previous(filesystem: pafs.FileSystem, path: str) -> tuple[str, int, int] | None:
+    """``path`` with its (st_dev, st_ino) (local files only)."""
+    found = file_id(filesystem, path)
+    return None if found is None else (path, found[0], found[1])
 
 
 def split_tasks(

@@ -43,6 +43,9 @@ class ScanTask:
     # the same name that is not it replaced it since (the log cleaner), and the task's offsets
     # are read from that; another directory replaced the partition's (an overwrite)
     file_id: tuple[int, int, int] | None = None
+    # the segment before it in the listing, (path, st_dev, st_ino) when planned: found gone or
+    # replaced along with this one, the log cleaner merged them (a group into its first one)
+    previous: tuple[str, int, int] | None = None
 
     @property
     def end(self) -> int:

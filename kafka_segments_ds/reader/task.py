@@ -83,6 +83,11 @@ def read_tasks(
                 )
 
             try:
+                if task.file_id is not None and _next_segment_gone(task):
+                    # the segment after it was merged into this one by the log cleaner (listed
+                    # both, in the middle of the replacement): its offsets bound the read
+                    ends = [n for n in (task.end_offset, task.next_base_offset) if n is not None]
+                    task = replace(task, end_offset=min(ends), next_base_offset=None)
                 if task.file_id is not None and current.source.file_id() != task.file_id[:2]:
                     # the file was replaced since planning (the log cleaner): its offsets
                     moved = rehomed(task, current.shown)
@@ -126,7 +131,32 @@ def _decoded(
     yield from post.apply(reader.run(read_ahead), columns)
 
 
-_SEGMENT_NAME = re.compile(r"[0-9]{20}\.log")
+_SEGMENT_NAME = re.compile(r"[0-9]{20}\.log(\.swap)?")
+
+
+def _merged_away(task: ScanTask) -> bool:
+    """Whether the segment before ``task``'s went or was replaced too since planning: the log
+    cleaner merged a group of segments into its first one (what it kept of the task's offsets
+    is there, what it did not was compacted away), not retention, which takes the oldest."""
+    if task.previous is None:
+        return False
+    path, dev, ino = task.previous
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) != (dev, ino)
+
+
+def _next_segment_gone(task: ScanTask) -> bool:
+    """Whether the segment after ``task``'s (at its next base offset) is no longer there: the
+    log cleaner merged it into this one, whose offsets now reach past that base offset."""
+    if task.next_base_offset is None:
+        return False
+    stem = os.path.join(os.path.dirname(task.segment.path), f"{task.next_base_offset:020d}")
+    return not (os.path.exists(stem + ".log") or os.path.exists(stem + ".log.swap"))
 
 
 def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
@@ -159,12 +189,15 @@ def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
             f"after the read was planned (a kafkasegments overwrite, or the topic deleted and "
             f"created again): {shown} is no longer the segment planned; read again"
         )
+    named = set(names)
     bases = [int(n[:20]) for n in names if _SEGMENT_NAME.fullmatch(n)]
     below = [b for b in bases if b <= seg.base_offset]
     if not below:
         return None
     base = max(below)
-    path = os.path.join(directory, f"{base:020d}.log")
+    # (a cleaned segment is named .log.swap for a moment, while the one it replaces goes)
+    stem = f"{base:020d}.log"
+    path = os.path.join(directory, stem if stem in named else stem + ".swap")
     index_path = os.path.join(directory, f"{base:020d}.index")
     try:
         st = os.stat(path)
@@ -182,7 +215,7 @@ def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
         index_size=index_size,
     )
     filesystem = pafs.LocalFileSystem()
-    if base != seg.base_offset:
+    if base != seg.base_offset and not _merged_away(task):
         from kafka_segments_ds.tail import segment_tail
 
         if segment_tail(filesystem, home).next_offset <= seg.base_offset:

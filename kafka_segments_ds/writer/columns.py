@@ -122,6 +122,9 @@ def binary_column(array: pa.Array | pa.ChunkedArray) -> BinaryColumn:
     return BinaryColumn(offsets, data, valid)
 
 
+MAX_TIMESTAMP_MS = (2**63 - 1) // 1000  # the latest a timestamp[us] holds
+
+
 def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
     """Encoder columns for every row of ``table`` (rows of one partition, in order).
 
@@ -137,11 +140,24 @@ def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
         per_ms = _UNITS_PER_MS[column.type.unit]
         # Nulls filled before numpy: with them, to_numpy gives float64 (256 ns steps today).
         raw = pc.fill_null(pc.cast(column, pa.int64()), 0).to_numpy(zero_copy_only=False)
+        if per_ms == 0 and rows and np.abs(raw).max() > MAX_TIMESTAMP_MS // 1000:
+            row = int(np.argmax(np.abs(raw) > MAX_TIMESTAMP_MS // 1000))
+            raise InvalidInputError(
+                f"row {row}: timestamp {int(raw[row])} s is out of range: Kafka's timestamps "
+                f"are milliseconds up to {MAX_TIMESTAMP_MS} (as microseconds in int64)"
+            )
         timestamps = raw * 1000 if per_ms == 0 else np.floor_divide(raw, per_ms)
         if column.null_count:
             valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
             timestamps = np.where(valid, timestamps, now_ms)
         timestamps = timestamps.astype(np.int64, copy=False)
+        if rows and timestamps.max() > MAX_TIMESTAMP_MS:
+            row = int(np.argmax(timestamps > MAX_TIMESTAMP_MS))
+            raise InvalidInputError(
+                f"row {row}: timestamp {int(timestamps[row])} ms is out of range: readers of "
+                f"Kafka's timestamps (Spark's, this package's) hold them as microseconds in "
+                f"int64, up to {MAX_TIMESTAMP_MS} ms"
+            )
         if rows and timestamps.min() < 0:
             row = int(np.argmax(timestamps < 0))
             raise InvalidInputError(

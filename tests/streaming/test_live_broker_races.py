@@ -131,9 +131,10 @@ def _records(offsets: list[int]) -> bytes:
     )
 
 
+@pytest.mark.parametrize("kept", ["evens", "first-segment-only"])
 @pytest.mark.parametrize("pieces", [1, 4])
 def test_segments_the_cleaner_replaced_after_planning_are_read_where_they_are(
-    tmp_path: Path, pieces: int
+    tmp_path: Path, pieces: int, kept: str
 ) -> None:
     """The log cleaner replaced segment 0 with a cleaned copy holding segments 0 and 10 merged
     (keys of odd offsets compacted away), and removed segment 10, between planning and
@@ -154,11 +155,14 @@ def test_segments_the_cleaner_replaced_after_planning_are_read_where_they_are(
     plan = planning.plan_scan(str(tmp_path / "logs"), options)
     assert len(plan.tasks) >= (3 if pieces == 1 else 6)
     cleaned = part / (segment_file_name(0, ".log") + ".cleaned")
-    cleaned.write_bytes(_records(list(range(0, 20, 2))))
+    # the cleaner kept the evens of both segments, or (later records took every key of
+    # segment 10) nothing of segment 10: a gap, as a consumer sees it, not data loss
+    survivors = list(range(0, 20, 2)) if kept == "evens" else list(range(0, 10, 2))
+    cleaned.write_bytes(_records(survivors))
     os.replace(cleaned, part / segment_file_name(0, ".log"))  # (via .swap in Kafka)
     (part / segment_file_name(10, ".log")).unlink()
     got = [o for b in read_tasks(plan.tasks, options, ("offset",)) for o in b.column(0).to_pylist()]
-    assert got == [*range(0, 20, 2), *range(20, 30)]
+    assert got == [*survivors, *range(20, 30)]
 
 
 def test_a_partition_overwritten_after_planning_is_an_error_not_a_mix(tmp_path: Path) -> None:

@@ -992,3 +992,27 @@ def test_a_brokers_file_churn_while_a_read_lists_is_no_commit(
     (tmp_path / ".kafkasegments-staging-job").mkdir()
     with pytest.raises(CommitInProgressError, match=r"kept committing into .*/t-0 while"):
         read_table(tmp_path, subscribe="t")
+
+
+@pytest.mark.parametrize(
+    ("unit", "value", "message"),
+    [
+        ("s", 10**17, r"row 0: timestamp 100000000000000000 s is out of range"),
+        ("s", 9_300_000_000_000_000, r"row 0: timestamp 9300000000000000 s is out of range"),
+        ("ms", 9_300_000_000_000_000, r"row 0: timestamp 9300000000000000 ms is out of range"),
+    ],
+)
+def test_timestamps_beyond_what_readers_hold_are_refused(
+    tmp_path: Path, unit: str, value: int, message: str
+) -> None:
+    """A timestamp whose milliseconds overflow int64, or that no timestamp[us] holds (readers
+    would give null, the 'no timestamp' value), is refused, not wrapped."""
+    table = pa.table({"value": [b"a"], "timestamp": pa.array([value], pa.timestamp(unit))})
+    with pytest.raises(InvalidInputError, match=message):
+        write_table(table, tmp_path / "out", topic="t")
+    assert not (tmp_path / "out").exists()
+    latest = (2**63 - 1) // 1000
+    table = pa.table({"value": [b"a"], "timestamp": pa.array([latest], pa.timestamp("ms"))})
+    write_table(table, tmp_path / "ok", topic="t")
+    back = read_table(tmp_path / "ok").column("timestamp").cast(pa.int64()).to_pylist()
+    assert back == [latest * 1000]
