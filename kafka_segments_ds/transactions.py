@@ -133,17 +133,55 @@ def _iter_v2_headers(
 
     Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
     fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
-    batch. Stops quietly at the first entry that cannot be framed (the reader reports it).
+    batch. Past an entry that cannot be framed it goes on where the reader resynchronises
+    (:meth:`~kafka_segments_ds.reader.resync.Resync.resume_after`; the reader reports the
+    damage or, with DROPMALFORMED, reads on there too: the markers after it count), and stops
+    where nothing valid follows (a torn tail).
     """
+    from kafka_segments_ds.reader.resync import Resync  # (only past damage)
+
     with kfs.RangeReader(filesystem, segment.path) as read:  # reopened if read_entry outlives it
-        for walked in walk_entries(read, 0, segment.size, options.read_chunk_bytes):
-            v2 = walked.positions[walked.magics == 2]
-            headers = K.parse_v2_headers(walked.window, v2)
-            for i in range(v2.shape[0]):
-                absolute = walked.base + int(v2[i])
-                length = int(headers[i, K.H_LENGTH]) + 12
+        position = 0
+        last = -1  # the last offset of the entries walked
+        while position < segment.size:
+            walked = None
+            for walked in walk_entries(read, position, segment.size, options.read_chunk_bytes):
+                if walked.positions.shape[0]:
+                    last = max(last, _last_offset(walked.window, int(walked.positions[-1])))
+                v2 = walked.positions[walked.magics == 2]
+                headers = K.parse_v2_headers(walked.window, v2)
+                for i in range(v2.shape[0]):
+                    absolute = walked.base + int(v2[i])
+                    length = int(headers[i, K.H_LENGTH]) + 12
 
-                def read_entry(absolute: int = absolute, length: int = length) -> bytes:
-                    return bytes(read(absolute, length))
+                    def read_entry(absolute: int = absolute, length: int = length) -> bytes:
+                        return bytes(read(absolute, length))
 
-                yield absolute, headers[i], read_entry
+                    yield absolute, headers[i], read_entry
+            stopped = segment.size if walked is None else walked.base + walked.stop
+            if stopped >= segment.size:
+                return
+            resync = Resync(
+                lambda p, n: np.frombuffer(bytes(read(p, n)), np.uint8),
+                path=segment.path,
+                file_end=segment.size,
+                range_end=segment.size,
+                last_offset=lambda last=last: last,  # type: ignore[misc]
+                next_base_offset=None,
+                read_chunk_bytes=options.read_chunk_bytes,
+                max_batch_bytes=options.max_batch_bytes,
+                max_decompressed_bytes=options.max_decompressed_bytes,
+            )
+            resume = resync.resume_after(stopped)
+            if resume is None or resume <= stopped:
+                return
+            position = resume
+
+
+def _last_offset(window: np.ndarray, position: int) -> int:
+    """The last offset of the entry at ``position`` of ``window`` (a batch's base offset and
+    last offset delta; a legacy entry's offset field)."""
+    offset = int.from_bytes(window[position : position + 8].tobytes(), "big", signed=True)
+    if window[position + 16] == 2:
+        offset += int.from_bytes(window[position + 23 : position + 27].tobytes(), "big")
+    return offset

@@ -113,3 +113,45 @@ def test_transactional_metadata(broker: Broker, txn_topic: dict[str, list[Row]])
         broker.log_dir, subscribe=TOPIC, iteration="shallow", columns=["isControl"]
     )
     assert any(shallow.column("isControl").to_pylist())
+
+
+def test_read_committed_past_a_damaged_batch_without_txnindex(
+    broker: Broker, txn_topic: dict[str, list[Row]], tmp_path: Path
+) -> None:
+    """A data batch's size field damaged in the middle of a segment, no .txnindex: with
+    DROPMALFORMED the reader drops that batch and reads on, and the walk for the transaction
+    markers goes on there too, so the markers after the damage still decide their
+    transactions (it stopped at the damage: aborted records returned, committed ones lost)."""
+    from kafka_segments_ds.records.batches import scan_entries
+
+    copy = broker.snapshot(tmp_path / "copy", TOPIC)
+    for path in txnindexes(copy):
+        path.unlink()
+    # in each partition, the first segment holding a marker after a data batch: damage the
+    # data batch before that marker
+    dropped: set[tuple[int, int]] = set()
+    for partition in range(PARTITIONS):
+        for log in sorted((copy / f"{TOPIC}-{partition}").glob("*.log")):
+            data = bytearray(log.read_bytes())
+            entries = scan_entries(bytes(data))
+            control = [bool(data[p + 22] & 0x20) for p in entries.positions]
+            picks = [i for i in range(1, len(control)) if control[i] and not control[i - 1]]
+            if not picks or picks[0] + 1 >= len(control):
+                continue
+            position = int(entries.positions[picks[0] - 1])
+            first = int.from_bytes(data[position : position + 8], "big")
+            count = int.from_bytes(data[position + 57 : position + 61], "big")
+            dropped.update((partition, o) for o in range(first, first + count))
+            data[position + 8 : position + 12] = (0x7FFF0000).to_bytes(4, "big")
+            log.write_bytes(bytes(data))
+            break
+    assert {p for p, _ in dropped} == set(range(PARTITIONS))
+    table = read_table(
+        copy,
+        subscribe=TOPIC,
+        includeHeaders=True,
+        isolationLevel="read_committed",
+        mode="DROPMALFORMED",
+    )
+    want = [r for r in txn_topic["read_committed"] if (r[1], r[2]) not in dropped]
+    assert table_rows(table) == want
