@@ -442,11 +442,22 @@ def _local_tiered(directory: str, files: list[pafs.FileInfo]) -> PartitionLog:
         if parsed is not None and parsed[2] in _LOCAL_SUFFIXES:
             stems.setdefault(info.path[: len(info.path) - len(parsed[2])], {})[parsed[2]] = info
     candidates = []
+    orphans = []
     for stem_path, objects in stems.items():
         if LOG_SUFFIX in objects:
             offset = parse_stem(posixpath.basename(stem_path) + LOG_SUFFIX)
             assert offset is not None
             candidates.append(Candidate(_raw_ref(offset[0], objects)))
+        else:
+            orphans.append(posixpath.basename(stem_path))
+    if orphans:
+        _logger.warning(
+            "%s: %d segments have index files but no .log (%s): an upload under way, or their "
+            "records lost; their offsets are not read",
+            directory,
+            len(orphans),
+            ", ".join(sorted(orphans)[:3]) + (", ..." if len(orphans) > 3 else ""),
+        )
     return PartitionLog(
         match["topic"],
         int(match["partition"]),

@@ -565,3 +565,15 @@ def test_a_bucket_and_a_log_dir_of_other_topic_ids_are_refused(
     (local / "partition.metadata").write_text("version: 0\ntopic_id: BBBBBBBBBBBBBBBBBBBBBB\n")
     with pytest.raises(InvalidOptionError, match=f"events-0: the tiered segments in .*{topic_id}"):
         ksd.read_table(inputs)
+
+
+def test_a_bucket_segment_without_its_log_is_reported(
+    source: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = source / "events-0"
+    stems = upload_local_tiered(directory, LOCAL, str(tmp_path), "events", 0)
+    Path(stems[2] + ".log").unlink()
+    with caplog.at_level("WARNING", "kafka_segments_ds.tiered.layouts"):
+        ksd.read_table(str(tmp_path))
+    (message,) = [r.getMessage() for r in caplog.records if "no .log" in r.getMessage()]
+    assert f"1 segments have index files but no .log ({Path(stems[2]).name})" in message
