@@ -16,7 +16,12 @@ from kafka_segments_ds import fs as kfs
 from kafka_segments_ds.errors import InvalidOptionError
 from kafka_segments_ds.layout import PartitionLog, merge_partitions, mtime_ns, segment_directories
 from kafka_segments_ds.options import ReadOptions
-from kafka_segments_ds.selection import Discovery, next_offset_on, select_partitions
+from kafka_segments_ds.selection import (
+    Discovery,
+    next_offset_on,
+    select_partitions,
+    topic_id_on,
+)
 from kafka_segments_ds.tiered import combine_filesystems
 
 TopicPartition = tuple[str, int]
@@ -122,10 +127,13 @@ class ArchiveListing:
                     root, self.options.layout, check=False, tiered_only=True
                 )
             view, listed = discovered
+            if not listed:  # a broker log dir given beside the bucket (a tiered topic whole)
+                view, listed = discovery.list_root(root, "broker", check=False)
             views.append(view)
             found.extend(listed)
-        self._filesystem = combine_filesystems(discovery.filesystem, views)
-        partitions = _by_topic_partition(select_partitions(merge_partitions(found), self.options))
+        self._filesystem = view = combine_filesystems(discovery.filesystem, views)
+        merged = merge_partitions(found, None, next_offset_on(view), topic_id_on(view))
+        partitions = _by_topic_partition(select_partitions(merged, self.options))
         self.last, self._watched = partitions, None
         return partitions
 

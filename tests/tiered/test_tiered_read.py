@@ -577,3 +577,33 @@ def test_a_bucket_segment_without_its_log_is_reported(
         ksd.read_table(str(tmp_path))
     (message,) = [r.getMessage() for r in caplog.records if "no .log" in r.getMessage()]
     assert f"1 segments have index files but no .log ({Path(stems[2]).name})" in message
+
+
+def test_a_stream_over_a_bucket_and_its_log_dir_reads_both(source: Path, tmp_path: Path) -> None:
+    """A stream given the bucket and the log dir: the log dir's records too (it listed the
+    bucket alone), each offset once."""
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.streaming.planner import StreamPlanner
+
+    directory = source / "events-0"
+    uploaded = _local_copy(directory, tmp_path / "uploaded" / "events-0", slice(None, 4))
+    upload_local_tiered(uploaded, LOCAL, str(tmp_path / "bucket"), "events", 0)
+    _local_copy(directory, tmp_path / "logs" / "events-0", slice(3, None))
+    options, limits = parse_stream_options({"startingOffsets": "earliest"})
+    planner = StreamPlanner([str(tmp_path / "bucket"), str(tmp_path / "logs")], options, limits)
+    start = planner.initial_offsets()
+    end = planner.next_offsets(start)
+    got = [
+        o
+        for tasks in planner.plan(start, end, 1)
+        for b in read_task_batches(tasks, planner.options)
+        for o in b.column(0).to_pylist()
+    ]
+    want = ksd.read_table(str(directory), columns=["offset"]).column(0).to_pylist()
+    assert got == want and end == {("events", 0): want[-1] + 1}
+
+
+def read_task_batches(tasks: Any, options: Any) -> Any:
+    from kafka_segments_ds.reader import read_tasks
+
+    return read_tasks(tasks, options, ("offset",))
