@@ -309,7 +309,19 @@ def _tiered_then_local(
         )
     low = local.segments[0].base_offset
     segs = tiered.segments
-    high: int | None = None  # the log dir's end, found when a bucket segment begins after low
+    high: int | None = None  # the log dir's end, found when a bucket segment reaches past low
+
+    def end_of(i: int, seg: SegmentRef) -> int:
+        """The offset after a bucket segment's: a manifest's last offset, its cut, the next
+        segment's base, or its tail."""
+        if seg.last_offset is not None:
+            return seg.last_offset + 1
+        if seg.read_until is not None:
+            return seg.read_until
+        if i + 1 < len(segs):
+            return segs[i + 1].base_offset
+        return next_offset(seg)
+
     before: list[SegmentRef] = []
     after: list[SegmentRef] = []
     dropped: list[str] = []
@@ -318,25 +330,15 @@ def _tiered_then_local(
         if start < low:
             until = low if seg.read_until is None else min(seg.read_until, low)
             before.append(replace(seg, read_until=until))
+        end = end_of(i, seg)
+        if end <= low:
             continue
         if high is None:
             high = max(low, next_offset(local.segments[-1]))
-        if start >= high:
-            after.append(seg)
-            continue
-        # its end: a manifest's last offset, its cut, the next segment's base, or its tail
-        if seg.last_offset is not None:
-            end = seg.last_offset + 1
-        elif seg.read_until is not None:
-            end = seg.read_until
-        elif i + 1 < len(segs):
-            end = segs[i + 1].base_offset
-        else:
-            end = next_offset(seg)
-        if end <= high:
+        if end > high:  # (a part of it) beyond the log dir's end
+            after.append(replace(seg, read_from=max(start, high)))
+        elif start >= low:
             dropped.append(posixpath.basename(seg.path))
-        else:
-            after.append(replace(seg, read_from=high))
     if dropped:
         _logger.info(
             "%s: %d tiered segments hold offsets the log dir %s holds too; read from the log "

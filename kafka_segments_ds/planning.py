@@ -36,7 +36,7 @@ from kafka_segments_ds.records.batches import (
     walk_entries,
 )
 from kafka_segments_ds.records.kept import kept_last_offset
-from kafka_segments_ds.scan_task import ScanTask, segment_bounds
+from kafka_segments_ds.scan_task import HOST, ScanTask, segment_bounds
 from kafka_segments_ds.selection import (
     Bounds,
     check_selection,
@@ -317,6 +317,8 @@ def segment_tasks(
             ScanTask(
                 file_id=file_id(filesystem, seg.path, seg.size if i + 1 < len(segs) else None),
                 previous=_previous(filesystem, segs[i - 1].path) if i else None,
+                next_path=segs[i + 1].path if i + 1 < len(segs) else None,
+                planned_on=HOST,
                 segment=seg,
                 topic=part.topic,
                 partition=part.partition,

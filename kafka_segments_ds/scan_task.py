@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 from kafka_segments_ds.layout import SegmentRef
+
+HOST = socket.gethostname()  # file identities are compared only on the host that took them
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,8 @@ class ScanTask:
     # the segment before it in the listing, (path, st_dev, st_ino) when planned: found gone or
     # replaced along with this one, the log cleaner merged them (a group into its first one)
     previous: tuple[str, int, int] | None = None
+    next_path: str | None = None  # the segment after it in the listing
+    planned_on: str | None = None  # the host (HOST) that took file_id and previous
 
     @property
     def end(self) -> int:

@@ -27,7 +27,7 @@ from kafka_segments_ds.reader.rows import Fault, TaskBounds
 from kafka_segments_ds.reader.source import ScannedWindow, SegmentSource
 from kafka_segments_ds.reader.window import WindowDecoder
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.scan_task import ScanTask
+from kafka_segments_ds.scan_task import HOST, ScanTask
 
 if TYPE_CHECKING:
     from kafka_segments_ds.reader.damage import DamagePolicy
@@ -62,6 +62,22 @@ def read_tasks(
     checksummed and, when it holds compressed batches in a deep read, decompressed) on the
     read-ahead thread.
     """
+    return _read_tasks(tasks, options, columns, filesystem, 0)
+
+
+# a task whose segment the log cleaner replaced is read from the replacement: at most this many
+# times over (each needs a new replacement while it is read)
+MAX_REHOMES = 8
+
+
+def _read_tasks(
+    tasks: Sequence[ScanTask],
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    filesystem: pafs.FileSystem | None,
+    depth: int,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_tasks`, ``depth`` replacements deep."""
     ahead: _Opened | None = None  # the next task's source, opened ahead
     try:
         for i, task in enumerate(tasks):
@@ -83,33 +99,58 @@ def read_tasks(
                 )
 
             try:
-                if task.file_id is not None and _next_segment_gone(task):
-                    # the segment after it was merged into this one by the log cleaner (listed
-                    # both, in the middle of the replacement): its offsets bound the read
-                    ends = [n for n in (task.end_offset, task.next_base_offset) if n is not None]
-                    task = replace(task, end_offset=min(ends), next_base_offset=None)
-                if task.file_id is not None and current.source.file_id() != task.file_id[:2]:
-                    # the file was replaced since planning (the log cleaner): its offsets
-                    moved = rehomed(task, current.shown)
-                    if moved is not None:
-                        yield from read_tasks(moved, options, columns, filesystem)
-                        continue
-                if options.decode:  # keys / values in Confluent's wire format: a post-step
-                    yield from _decoded(task, options, columns, current, read_ahead)
-                    continue
-                reader = _TaskReader(task, options, columns, current.source, current.shown)
-                yield from reader.run(read_ahead)
-            except FileNotFoundError as err:
-                moved = rehomed(task, current.shown) if task.file_id is not None else None
+                moved = _checked(task, current, depth)
                 if moved is None:
-                    segment_gone(task, options, current.shown, err)
-                else:  # merged into an earlier segment by the log cleaner
-                    yield from read_tasks(moved, options, columns, filesystem)
+                    yield from _read_one(task, options, columns, current, read_ahead)
             finally:
                 current.source.close()
+            if moved is not None:  # its offsets are elsewhere now (the log cleaner)
+                yield from _read_tasks(moved, options, columns, filesystem, depth + 1)
     finally:
         if ahead is not None:
             ahead.source.close()
+
+
+def _read_one(
+    task: ScanTask,
+    options: ReadOptions,
+    columns: tuple[str, ...],
+    current: _Opened,
+    read_ahead: Callable[[], None],
+) -> Iterator[pa.RecordBatch]:
+    try:
+        if task.file_id is not None and task.planned_on == HOST and _next_segment_gone(task):
+            # the segment after it was merged into this one by the log cleaner (listed both,
+            # in the middle of the replacement): its offsets bound the read
+            ends = [n for n in (task.end_offset, task.next_base_offset) if n is not None]
+            task = replace(task, end_offset=min(ends), next_base_offset=None)
+        if options.decode:  # keys / values in Confluent's wire format: a post-step
+            yield from _decoded(task, options, columns, current, read_ahead)
+            return
+        reader = _TaskReader(task, options, columns, current.source, current.shown)
+        yield from reader.run(read_ahead)
+    except FileNotFoundError as err:
+        segment_gone(task, options, current.shown, err)
+
+
+def _checked(task: ScanTask, current: _Opened, depth: int) -> list[ScanTask] | None:
+    """The tasks reading ``task``'s offsets where they are now when its local segment was
+    replaced (another file under its name) or removed since planning, on the host that
+    planned it; None to read it as planned (or, when it is gone and no segment holds its
+    offsets, to let the read report the loss)."""
+    if task.file_id is None or task.planned_on != HOST:
+        return None
+    try:
+        opened = current.source.file_id()
+    except FileNotFoundError:
+        opened = None
+    if opened == task.file_id[:2]:
+        return None
+    if depth >= MAX_REHOMES:
+        raise DataLossError(
+            f"{current.shown} was replaced {depth} times while it was read; read again"
+        )
+    return rehomed(task, current.shown)
 
 
 def _decoded(
@@ -134,11 +175,15 @@ def _decoded(
 _SEGMENT_NAME = re.compile(r"[0-9]{20}\.log(\.swap)?")
 
 
-def _merged_away(task: ScanTask) -> bool:
-    """Whether the segment before ``task``'s went or was replaced too since planning: the log
-    cleaner merged a group of segments into its first one (what it kept of the task's offsets
-    is there, what it did not was compacted away), not retention, which takes the oldest."""
-    if task.previous is None:
+def _merged_away(task: ScanTask, bases: list[int]) -> bool:
+    """Whether the log cleaner merged ``task``'s segment into an earlier one (a group into its
+    first: what it kept of the task's offsets is there, what it did not was compacted away):
+    the segment before it went or was replaced too since planning, and one after it (``bases``
+    of the segments there now) is still there. Not so for retention, which takes the oldest
+    first, nor for a truncation, which removes every segment after the one it cuts."""
+    if task.previous is None or task.next_base_offset is None:
+        return False
+    if not any(b >= task.next_base_offset for b in bases):
         return False
     path, dev, ino = task.previous
     try:
@@ -151,12 +196,12 @@ def _merged_away(task: ScanTask) -> bool:
 
 
 def _next_segment_gone(task: ScanTask) -> bool:
-    """Whether the segment after ``task``'s (at its next base offset) is no longer there: the
-    log cleaner merged it into this one, whose offsets now reach past that base offset."""
-    if task.next_base_offset is None:
+    """Whether the segment after ``task``'s in the listing is no longer there (nor its
+    ``.swap``): the log cleaner merged it into this one, whose offsets now reach past it."""
+    if task.next_base_offset is None or task.next_path is None:
         return False
-    stem = os.path.join(os.path.dirname(task.segment.path), f"{task.next_base_offset:020d}")
-    return not (os.path.exists(stem + ".log") or os.path.exists(stem + ".log.swap"))
+    swap = task.next_path + ".swap" if task.next_path.endswith(".log") else None
+    return not (os.path.exists(task.next_path) or (swap is not None and os.path.exists(swap)))
 
 
 def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
@@ -165,25 +210,25 @@ def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
     earlier segment's base offset names, that the log cleaner wrote them into (it merges a
     group of segments into the first one's name); None when no segment is there to hold
     them (retention removed it: data loss)."""
+    from kafka_segments_ds.journal import pending_commits
     from kafka_segments_ds.layout import PartitionLog, SegmentRef
     from kafka_segments_ds.planning import segment_tasks
 
     seg = task.segment
     directory = os.path.dirname(seg.path)
+    log_dir = os.path.dirname(directory)
+    if pending_commits(pafs.LocalFileSystem(), log_dir):
+        what = "replaced" if os.path.exists(seg.path) else "removed"
+        raise CommitInProgressError(
+            f"segment {shown} was {what} by a kafkasegments write committing into {log_dir} "
+            "while it was read; read again when the commit is done"
+        )
     try:
         names = os.listdir(directory)
         replaced = task.file_id is not None and os.stat(directory).st_ino != task.file_id[2]
     except OSError:
         return None
     if replaced:
-        from kafka_segments_ds.journal import pending_commits
-
-        log_dir = os.path.dirname(directory)
-        if pending_commits(pafs.LocalFileSystem(), log_dir):
-            raise CommitInProgressError(
-                f"{shown} was replaced by a kafkasegments write committing into {log_dir} "
-                "while it was read; read again when the commit is done"
-            )
         raise DataLossError(
             f"{task.topic}-{task.partition}: the partition directory {directory} was replaced "
             f"after the read was planned (a kafkasegments overwrite, or the topic deleted and "
@@ -215,7 +260,7 @@ def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
         index_size=index_size,
     )
     filesystem = pafs.LocalFileSystem()
-    if base != seg.base_offset and not _merged_away(task):
+    if base != seg.base_offset and not _merged_away(task, bases):
         from kafka_segments_ds.tail import segment_tail
 
         if segment_tail(filesystem, home).next_offset <= seg.base_offset:

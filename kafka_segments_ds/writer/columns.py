@@ -140,8 +140,10 @@ def record_columns(table: pa.Table, now_ms: int) -> RecordColumns:
         per_ms = _UNITS_PER_MS[column.type.unit]
         # Nulls filled before numpy: with them, to_numpy gives float64 (256 ns steps today).
         raw = pc.fill_null(pc.cast(column, pa.int64()), 0).to_numpy(zero_copy_only=False)
-        if per_ms == 0 and rows and np.abs(raw).max() > MAX_TIMESTAMP_MS // 1000:
-            row = int(np.argmax(np.abs(raw) > MAX_TIMESTAMP_MS // 1000))
+        limit = MAX_TIMESTAMP_MS // 1000
+        outside = (raw > limit) | (raw < -limit) if per_ms == 0 and rows else None
+        if outside is not None and outside.any():
+            row = int(np.argmax(outside))
             raise InvalidInputError(
                 f"row {row}: timestamp {int(raw[row])} s is out of range: Kafka's timestamps "
                 f"are milliseconds up to {MAX_TIMESTAMP_MS} (as microseconds in int64)"

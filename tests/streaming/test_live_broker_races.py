@@ -180,3 +180,62 @@ def test_a_partition_overwritten_after_planning_is_an_error_not_a_mix(tmp_path: 
     write_table(new, tmp_path / "logs", topic="t", mode="overwrite")
     with pytest.raises(DataLossError, match=r"t-0: the partition directory .*/t-0 was replaced"):
         list(read_tasks(plan.tasks, options, ("value",)))
+
+
+def _four_segments(tmp_path: Path) -> Path:
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    for first in (0, 10, 20, 30):
+        (part / segment_file_name(first, ".log")).write_bytes(
+            _records(list(range(first, first + 10)))
+        )
+    return part
+
+
+def test_a_truncation_after_planning_is_data_loss_not_a_merge(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A leader change truncated the log at offset 20 (the segments from 20 on removed): the
+    planned tasks of both removed segments report the loss, though the one before the last
+    went too (which a merge by the log cleaner would also show): no segment after them is
+    left, as one always is after a merge (the active segment is never cleaned)."""
+    from kafka_segments_ds import planning
+    from kafka_segments_ds.options import parse_read_options
+
+    part = _four_segments(tmp_path)
+    options = parse_read_options({"failOnDataLoss": "false"})
+    plan = planning.plan_scan(str(tmp_path / "logs"), options)
+    for first in (20, 30):
+        (part / segment_file_name(first, ".log")).unlink()
+    with caplog.at_level("WARNING", "kafka_segments_ds.reader.task"):
+        got = [
+            o for b in read_tasks(plan.tasks, options, ("offset",)) for o in b.column(0).to_pylist()
+        ]
+    assert got == list(range(20))
+    lost = [
+        r.getMessage() for r in caplog.records if "was removed after the read" in r.getMessage()
+    ]
+    assert [m.split(" (offsets")[0].rsplit("/", 1)[1] for m in lost] == [
+        segment_file_name(20, ".log"),
+        segment_file_name(30, ".log"),
+    ]
+
+
+def test_a_segment_replaced_by_a_pending_commit_is_refused(tmp_path: Path) -> None:
+    """A kafkasegments commit under way (its journal there) replaced a planned segment: the
+    read would hold part of the commit."""
+    from kafka_segments_ds import planning
+    from kafka_segments_ds.errors import CommitInProgressError
+    from kafka_segments_ds.options import parse_read_options
+
+    part = _four_segments(tmp_path)
+    options = parse_read_options({})
+    plan = planning.plan_scan(str(tmp_path / "logs"), options)
+    staging = tmp_path / "logs" / ".kafkasegments-staging-job"
+    staging.mkdir()
+    (staging / "_COMMIT.json").write_text("{}")
+    replacement = part / "new.log"
+    replacement.write_bytes(_records(list(range(0, 12))))
+    os.replace(replacement, part / segment_file_name(0, ".log"))
+    with pytest.raises(CommitInProgressError, match="was replaced by a kafkasegments write"):
+        list(read_tasks(plan.tasks, options, ("offset",)))

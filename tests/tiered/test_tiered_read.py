@@ -607,3 +607,28 @@ def read_task_batches(tasks: Any, options: Any) -> Any:
     from kafka_segments_ds.reader import read_tasks
 
     return read_tasks(tasks, options, ("offset",))
+
+
+def test_a_bucket_segment_around_the_whole_log_dir_is_read_on_both_sides(
+    source: Path, tmp_path: Path
+) -> None:
+    """One bucket segment (another leader's segmentation) from below the log dir's first
+    offset to past its end: read below the log dir and after it, the log dir between."""
+    directory = source / "events-0"
+    logs = sorted(directory.glob("*.log"))
+    bucket = tmp_path / "bucket" / "kafka-tiered-storage" / "events-0-AAAAAAAAAAAAAAAAAAAAAA"
+    bucket.mkdir(parents=True)
+    whole = b"".join(p.read_bytes() for p in logs)
+    (bucket / "00000000000000000000-BBBBBBBBBBBBBBBBBBBBBB.log").write_bytes(whole)
+    _local_copy(directory, tmp_path / "logs" / "events-0", slice(2, 4))
+    expected = plain(ksd.read_table(str(directory)))
+    got = ksd.read_table([str(tmp_path / "bucket"), str(tmp_path / "logs")], includeMetadata=True)
+    assert plain(got.drop_columns([c for c in got.column_names if c not in expected[0]])) == (
+        expected
+    )
+    local_first = int(logs[2].stem)
+    local_end = int(logs[4].stem)
+    from_local = [
+        r["offset"] for r in got.to_pylist() if r["segment"].startswith(str(tmp_path / "logs"))
+    ]
+    assert from_local and min(from_local) >= local_first and max(from_local) < local_end
