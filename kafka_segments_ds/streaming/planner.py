@@ -519,7 +519,9 @@ class StreamPlanner:
         # the next micro-batch emits. Only a batch the reader keeps ends a task at ``stop``,
         # so a dropped one there does not hide the batches after it (20260601:94)
         tasks = segment_tasks(self.filesystem, part, begin, None, aborted)
-        cut = [replace(t, end_offset=stop) for t in tasks]
+        # (a task may end before ``stop`` already: a bucket segment the join with a log dir
+        # cut where the log dir begins; 20261202: lifting it read those offsets twice)
+        cut = [replace(t, end_offset=_earlier(t.end_offset, stop)) for t in tasks]
         if cut and cut[-1].segment.path == last.path and not tail.damaged:
             cut[-1] = replace(cut[-1], end_position=tail.end_position)
         # past damage the reader's resynchronisation depends on what follows: a damaged
@@ -539,3 +541,7 @@ class StreamPlanner:
                 "on from the earliest offset available"
             )
         log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
+
+
+def _earlier(end: int | None, stop: int) -> int:
+    return stop if end is None else min(end, stop)

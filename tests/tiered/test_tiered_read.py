@@ -632,3 +632,34 @@ def test_a_bucket_segment_around_the_whole_log_dir_is_read_on_both_sides(
         r["offset"] for r in got.to_pylist() if r["segment"].startswith(str(tmp_path / "logs"))
     ]
     assert from_local and min(from_local) >= local_first and max(from_local) < local_end
+
+
+def test_a_stream_reads_a_bucket_segment_across_the_log_dirs_start_once(
+    source: Path, tmp_path: Path
+) -> None:
+    """A micro-batch up to the latest offset over a bucket segment that runs past the log
+    dir's first offset (another leader's segmentation): the bucket's part ends where the log
+    dir begins (the cut to the batch's end lifted it: the log dir's first records twice)."""
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.streaming.planner import StreamPlanner
+
+    directory = source / "events-0"
+    logs = sorted(directory.glob("*.log"))
+    bucket = tmp_path / "bucket" / "kafka-tiered-storage" / "events-0-AAAAAAAAAAAAAAAAAAAAAA"
+    bucket.mkdir(parents=True)
+    whole = b"".join(p.read_bytes() for p in logs[:4])
+    (bucket / "00000000000000000000-BBBBBBBBBBBBBBBBBBBBBB.log").write_bytes(whole)
+    _local_copy(directory, tmp_path / "logs" / "events-0", slice(2, None))
+    want = ksd.read_table(str(directory), columns=["offset"]).column(0).to_pylist()
+    options, limits = parse_stream_options({"startingOffsets": "earliest"})
+    planner = StreamPlanner([str(tmp_path / "bucket"), str(tmp_path / "logs")], options, limits)
+    start = planner.initial_offsets()
+    end = planner.next_offsets(start)
+    got = [
+        o
+        for tasks in planner.plan(start, end, 1)
+        for b in read_task_batches(tasks, planner.options)
+        for o in b.column(0).to_pylist()
+    ]
+    assert end == {("events", 0): want[-1] + 1}
+    assert got == want
