@@ -4,6 +4,7 @@ markers (a walk of the batch headers, records not decoded)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -15,8 +16,9 @@ from kafka_segments_ds.errors import CorruptIndexError, CorruptSegmentError
 from kafka_segments_ds.layout import PartitionLog, SegmentRef
 from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records.batches import walk_entries
+from kafka_segments_ds.records.batches import failed_checksums, walk_entries
 from kafka_segments_ds.records.compression import decompress
+from kafka_segments_ds.records.encoder import V2_HEADER_SIZE
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
     ControlMarker,
@@ -25,7 +27,10 @@ from kafka_segments_ds.records.v2 import (
 )
 from kafka_segments_ds.scan_task import segment_bounds
 
+log = logging.getLogger(__name__)
+
 OPEN_TRANSACTION_END = 2**63 - 1  # the last offset of a transaction with no marker yet
+INSIDE, TAIL = "inside", "tail"  # damage a segment's entries go on after; one they do not
 
 
 def collect_aborted(
@@ -63,11 +68,27 @@ def collect_aborted(
         begin += 1
     spans: list[tuple[int, int, int]] = []
     open_first: dict[int, int] = {}  # producer -> first offset of its unfinished transaction
+    # producer -> first offset of a transaction whose marker may be a damaged entry
+    # (DROPMALFORMED): aborted up to the offset before the next batch
+    undecided: dict[int, int] = {}
+    walked_to = -1  # the last offset of the last batch walked
     for seg in segs[begin:]:
         if seg.txnindex_path is not None:
             spans.extend(_txn_index_spans(filesystem, seg))
-        for position, header, read_marker in _iter_v2_headers(filesystem, seg, options):
+        for position, header, read_marker, damage in _iter_v2_headers(filesystem, seg, options):
+            # a damage before the range decides none of its records (a marker there ends a
+            # transaction whose records all come before it); with a .txnindex: it lists what
+            # the segment's ABORT markers end
+            if damage is not None or header is None:
+                if seg.txnindex_path is None and (
+                    start_offset is None or walked_to >= start_offset
+                ):
+                    undecided.update(_undecided(header, open_first, seg, position, damage, options))
+                continue
             base = int(header[K.H_BASE_OFFSET])
+            walked_to = base + int(header[K.H_LOD])
+            spans.extend((pid, first, base - 1) for pid, first in undecided.items())
+            undecided.clear()
             if (
                 end_offset is not None
                 and base >= end_offset
@@ -97,7 +118,39 @@ def collect_aborted(
             if marker is not None and marker.type == CONTROL_ABORT:
                 spans.append((pid, first, base))
     spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in open_first.items())
+    spans.extend((pid, first, OPEN_TRANSACTION_END) for pid, first in undecided.items())
     return tuple(sorted(set(spans)))
+
+
+def _undecided(
+    header: np.ndarray | None,
+    open_first: dict[int, int],
+    seg: SegmentRef,
+    position: int,
+    damage: str | None,
+    options: ReadOptions,
+) -> dict[int, int]:
+    """The open transactions a damaged entry at ``position`` (``header``: its fields as they
+    read, unchecked; None: too short to hold them) may have ended, taken out of
+    ``open_first``: a control batch's (or one whose attributes cannot be read), every open
+    transaction's unless its producer id names one. FAILFAST raises, inside a segment: whether
+    they committed is unknown. DROPMALFORMED drops their records, as it drops the damaged
+    entry's; so does a read ending in a torn tail (a marker a broker was writing: the
+    transactions stay open, if it is the log's end, as a consumer sees them)."""
+    if not open_first or (header is not None and not int(header[K.H_ATTRIBUTES]) & 0x20):
+        return {}
+    pid = None if header is None else int(header[K.H_PRODUCER_ID])
+    pids = [pid] if pid in open_first else sorted(open_first)
+    which = ", ".join(f"producer {p}'s from offset {open_first[p]}" for p in pids)
+    reason = (
+        f"a damaged entry that may be the marker ending {which} (no .txnindex): "
+        "read_committed cannot tell whether it committed"
+    )
+    if damage == INSIDE and not options.drop_malformed:
+        raise CorruptSegmentError(reason, path=seg.path, position=position)
+    level = logging.WARNING if damage == INSIDE else logging.INFO
+    log.log(level, "%s, byte position %d: %s; its records are left out", seg.path, position, reason)
+    return {p: open_first.pop(p) for p in pids}
 
 
 def _txn_index_spans(filesystem: pafs.FileSystem, seg: SegmentRef) -> list[tuple[int, int, int]]:
@@ -128,12 +181,15 @@ def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarke
 
 def _iter_v2_headers(
     filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
-) -> Iterator[tuple[int, np.ndarray, Callable[[], bytes]]]:
+) -> Iterator[tuple[int, np.ndarray | None, Callable[[], bytes], str | None]]:
     """Hop the entries of a segment without decoding records.
 
-    Yields ``(position, header fields, read_entry)`` for each magic-2 batch, where the header
-    fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the whole
-    batch. Past an entry that cannot be framed it goes on where the reader resynchronises
+    Yields ``(position, header fields, read_entry, None)`` for each magic-2 batch, where the
+    header fields are indexed by the ``kernels.H_*`` constants and ``read_entry()`` returns the
+    whole batch, and ``(position, header fields or None, read_entry, INSIDE or TAIL)`` where
+    an entry cannot be framed or fails its checksum (its fields as they read, None if fewer
+    than a batch header's bytes are left; TAIL: nothing valid follows it in the segment). Past
+    such an entry it goes on where the reader resynchronises
     (:meth:`~kafka_segments_ds.reader.resync.Resync.resume_after`; the reader reports the
     damage or, with DROPMALFORMED, reads on there too: the markers after it count), and stops
     where nothing valid follows (a torn tail).
@@ -144,11 +200,22 @@ def _iter_v2_headers(
         position = 0
         last = -1  # the last offset of the entries walked
         while position < segment.size:
-            walked = None
+            stopped = segment.size
             for walked in walk_entries(read, position, segment.size, options.read_chunk_bytes):
-                if walked.positions.shape[0]:
-                    last = max(last, _last_offset(walked.window, int(walked.positions[-1])))
-                v2 = walked.positions[walked.magics == 2]
+                positions, magics = walked.positions, walked.magics
+                stopped = walked.base + walked.stop
+                # an entry whose checksum fails is damage the reader resynchronises after: its
+                # size field (no checksum covers it) may have framed the entries after it
+                # wrongly, swallowing a marker (whatever verifyChecksums says: a read decoding
+                # such a batch finds the bytes it swallowed)
+                failed = np.flatnonzero(failed_checksums(walked.window, positions, magics))
+                if failed.shape[0]:
+                    cut = int(failed[0])
+                    stopped = walked.base + int(positions[cut])
+                    positions, magics = positions[:cut], magics[:cut]
+                if positions.shape[0]:
+                    last = max(last, _last_offset(walked.window, int(positions[-1])))
+                v2 = positions[magics == 2]
                 headers = K.parse_v2_headers(walked.window, v2)
                 for i in range(v2.shape[0]):
                     absolute = walked.base + int(v2[i])
@@ -157,8 +224,9 @@ def _iter_v2_headers(
                     def read_entry(absolute: int = absolute, length: int = length) -> bytes:
                         return bytes(read(absolute, length))
 
-                    yield absolute, headers[i], read_entry
-            stopped = segment.size if walked is None else walked.base + walked.stop
+                    yield absolute, headers[i], read_entry, None
+                if failed.shape[0]:
+                    break
             if stopped >= segment.size:
                 return
             resync = Resync(
@@ -171,11 +239,24 @@ def _iter_v2_headers(
                 read_chunk_bytes=options.read_chunk_bytes,
                 max_batch_bytes=options.max_batch_bytes,
                 max_decompressed_bytes=options.max_decompressed_bytes,
+                logged=False,  # (the reader reports where it resynchronises)
             )
             resume = resync.resume_after(stopped)
-            if resume is None or resume <= stopped:
+            followed = resume is not None and resume > stopped
+            header = _unchecked_header(read, stopped, segment.size)
+            yield stopped, header, lambda: b"", INSIDE if followed else TAIL
+            if resume is None or not followed:
                 return
             position = resume
+
+
+def _unchecked_header(read: kfs.RangeReader, position: int, size: int) -> np.ndarray | None:
+    """The batch header fields of the bytes at ``position``, unchecked (None: too few left)."""
+    if size - position < V2_HEADER_SIZE:
+        return None
+    head = np.frombuffer(bytes(read(position, V2_HEADER_SIZE)), np.uint8)
+    fields: np.ndarray = K.parse_v2_headers(head, np.zeros(1, np.int64))[0]
+    return fields
 
 
 def _last_offset(window: np.ndarray, position: int) -> int:

@@ -14,12 +14,11 @@ from kafka_segments_ds.cli.common import storage_error
 from kafka_segments_ds.errors import KafkaSegmentsError, StorageError
 from kafka_segments_ds.layout import SegmentRef
 from kafka_segments_ds.reader.source import SegmentSource
-from kafka_segments_ds.records import crc_kernels as C
 from kafka_segments_ds.records import kernels as K
-from kafka_segments_ds.records import legacy_kernels as LK
 from kafka_segments_ds.records.batches import (
     EntryTable,
     entry_table,
+    failed_checksums,
     walk_entries,
 )
 from kafka_segments_ds.records.v2 import CONTROL_ABORT
@@ -116,17 +115,8 @@ def _joined(parts: list[EntryTable], end: int, outcome: int) -> EntryTable:
 def _failed_checksums(window: np.ndarray, base: int, table: EntryTable) -> list[int]:
     """File positions of the whole entries of ``window`` (at file position ``base``) whose
     stored CRC does not match."""
-    positions, ends, magics = table.positions, table.positions + table.sizes, table.magics
-    # whole entries of a hop: magic 0-2, at least 26 bytes (v2: 61), inside the window
-    v2 = magics == 2
-    computed = np.empty(positions.shape[0], np.int64)
-    crc32c = np.empty(int(v2.sum()), np.int64)
-    C.batch_crcs(window, positions[v2] + 21, ends[v2], crc32c)  # CRC-32C of [21, end)
-    computed[v2] = crc32c
-    computed[~v2] = LK.crc32_ranges(window, positions[~v2] + 16, ends[~v2])  # CRC-32 of [16, end)
-    at = np.where(v2, positions + 17, positions + 12)
-    stored = window[at[:, None] + np.arange(4)].view(">u4").ravel().astype(np.int64)
-    bad: list[int] = (positions[computed != stored] + base).tolist()
+    failed = failed_checksums(window, table.positions, table.magics)
+    bad: list[int] = (table.positions[failed] + base).tolist()
     return bad
 
 

@@ -78,9 +78,11 @@ class Resync:
         read_chunk_bytes: int,
         max_batch_bytes: int,
         max_decompressed_bytes: int,
+        logged: bool = True,
     ) -> None:
         self.read = read
         self.path = path
+        self.logged = logged  # False: no log lines (a walk that follows a read's resynchronisation)
         self.file_end = file_end
         self.range_end = range_end
         self.last_offset = last_offset
@@ -296,7 +298,7 @@ class Resync:
                 and self._offsets_may_follow(start)
                 and (follows or self._continued(entry))
             ):
-                if not quiet:
+                if not quiet and self.logged:
                     log.warning(
                         "%s: resynchronised at byte %d, inside the entry before byte %d",
                         self.path,
@@ -441,7 +443,8 @@ class Resync:
             or not self._chain_reaches(candidate, following)
         ):
             return None
-        log.warning("%s: resynchronised at byte %d", self.path, candidate)
+        if self.logged:
+            log.warning("%s: resynchronised at byte %d", self.path, candidate)
         return candidate
 
     def _may_be_inner_of_unknown(self, position: int, damaged: int) -> bool:
@@ -518,7 +521,7 @@ class Resync:
                 ):
                     enclosing = self._enclosing_end(absolute, passed, passed > origin)
                     if enclosing is None:
-                        if not quiet:
+                        if not quiet and self.logged:
                             log.warning("%s: resynchronised at byte %d", self.path, absolute)
                         return absolute
                     # inside a damaged entry whose size field is consistent: skipped whole

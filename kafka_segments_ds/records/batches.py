@@ -184,6 +184,27 @@ def walk_entries(
         want = window_bytes
 
 
+def failed_checksums(window: np.ndarray, positions: np.ndarray, magics: np.ndarray) -> np.ndarray:
+    """Whether the stored checksum of each whole entry of ``window`` at ``positions`` (as a hop
+    frames them: inside the window, magic 0-2) fails: CRC-32C of bytes [21, end) of a batch,
+    CRC-32 of [16, end) of a legacy message."""
+    from kafka_segments_ds.records import crc_kernels as C
+    from kafka_segments_ds.records import legacy_kernels as LK
+
+    four = np.arange(4)
+    ends = positions + window[positions[:, None] + 8 + four].view(">i4").ravel() + LOG_OVERHEAD
+    v2 = magics == 2
+    computed = np.empty(positions.shape[0], np.int64)
+    crc32c_sums = np.empty(int(v2.sum()), np.int64)
+    C.batch_crcs(window, positions[v2] + 21, ends[v2], crc32c_sums)
+    computed[v2] = crc32c_sums
+    computed[~v2] = LK.crc32_ranges(window, positions[~v2] + 16, ends[~v2])
+    at = np.where(v2, positions + 17, positions + 12)
+    stored = window[at[:, None] + four].view(">u4").ravel().astype(np.int64)
+    failed: np.ndarray = computed != stored
+    return failed
+
+
 def scan_entries(buf: bytes | bytearray | memoryview | np.ndarray) -> EntryTable:
     """Hop the entries of ``buf`` and collect their header facts (no CRC check)."""
     data = as_array(buf)
