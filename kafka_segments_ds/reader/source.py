@@ -161,6 +161,11 @@ class SegmentSource:
         st = os.fstat(self._fd)
         return st.st_dev, st.st_ino
 
+    def current_size(self) -> int | None:
+        """The size of the local file opened, now (None for a remote one)."""
+        self._open()
+        return None if self._fd is None else os.fstat(self._fd).st_size
+
     def read(self, position: int, length: int) -> np.ndarray:
         length = self._clip(position, length)
         self._open()

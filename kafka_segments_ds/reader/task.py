@@ -9,9 +9,9 @@ which raises or says where to go on.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -99,7 +99,7 @@ def _read_tasks(
                 )
 
             try:
-                moved = _checked(task, current, depth)
+                moved = _checked(task, current, depth, options)
                 if moved is None:
                     yield from _read_one(task, options, columns, current, read_ahead)
             finally:
@@ -133,7 +133,9 @@ def _read_one(
         segment_gone(task, options, current.shown, err)
 
 
-def _checked(task: ScanTask, current: _Opened, depth: int) -> list[ScanTask] | None:
+def _checked(
+    task: ScanTask, current: _Opened, depth: int, options: ReadOptions
+) -> list[ScanTask] | None:
     """The tasks reading ``task``'s offsets where they are now when its local segment was
     replaced (another file under its name) or removed since planning, on the host that
     planned it; None to read it as planned (or, when it is gone and no segment holds its
@@ -150,7 +152,26 @@ def _checked(task: ScanTask, current: _Opened, depth: int) -> list[ScanTask] | N
         raise DataLossError(
             f"{current.shown} was replaced {depth} times while it was read; read again"
         )
-    return rehomed(task, current.shown)
+    moved: list[ScanTask] | None = None
+    for attempt in range(2):
+        try:
+            moved = rehomed(task, current.shown)
+            break
+        except OSError as err:  # a file it looked at went meanwhile (the cleaner again)
+            if attempt:
+                segment_gone(task, options, current.shown, err)
+                return []
+    if moved is None and opened is not None:
+        # another file under its name that does not hold its offsets (a truncation, a
+        # replacement): read at the planned positions it would give other records
+        segment_gone(
+            task,
+            options,
+            current.shown,
+            FileNotFoundError(errno.ENOENT, "replaced since planning", task.segment.path),
+        )
+        return []
+    return moved
 
 
 def _decoded(
@@ -170,9 +191,6 @@ def _decoded(
     post = TaskDecoder(options, task.topic, task.partition, current.shown)
     reader = _TaskReader(task, options, post.input_columns(columns), current.source, current.shown)
     yield from post.apply(reader.run(read_ahead), columns)
-
-
-_SEGMENT_NAME = re.compile(r"[0-9]{20}\.log(\.swap)?")
 
 
 def _merged_away(task: ScanTask, bases: list[int]) -> bool:
@@ -211,7 +229,7 @@ def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
     group of segments into the first one's name); None when no segment is there to hold
     them (retention removed it: data loss)."""
     from kafka_segments_ds.journal import pending_commits
-    from kafka_segments_ds.layout import PartitionLog, SegmentRef
+    from kafka_segments_ds.layout import PartitionLog, SegmentRef, parse_segment_file_name
     from kafka_segments_ds.planning import segment_tasks
 
     seg = task.segment
@@ -234,21 +252,22 @@ def rehomed(task: ScanTask, shown: str) -> list[ScanTask] | None:
             f"after the read was planned (a kafkasegments overwrite, or the topic deleted and "
             f"created again): {shown} is no longer the segment planned; read again"
         )
-    named = set(names)
-    bases = [int(n[:20]) for n in names if _SEGMENT_NAME.fullmatch(n)]
+    # base offset -> the file holding it (a cleaned segment is named .log.swap for a moment,
+    # while the one it replaces goes); names of any width, as listings take them
+    logs: dict[int, str] = {}
+    for name in sorted(names, key=lambda n: n.endswith(".swap")):
+        parsed = parse_segment_file_name(name)
+        if parsed is not None and parsed[1] in (".log", ".log.swap"):
+            logs.setdefault(parsed[0], name)
+    bases = list(logs)
     below = [b for b in bases if b <= seg.base_offset]
     if not below:
         return None
     base = max(below)
-    # (a cleaned segment is named .log.swap for a moment, while the one it replaces goes)
-    stem = f"{base:020d}.log"
-    path = os.path.join(directory, stem if stem in named else stem + ".swap")
-    index_path = os.path.join(directory, f"{base:020d}.index")
-    try:
-        st = os.stat(path)
-        index_size = os.stat(index_path).st_size if os.path.exists(index_path) else 0
-    except OSError:
-        return None
+    path = os.path.join(directory, logs[base])
+    index_path = os.path.join(directory, logs[base].split(".", 1)[0] + ".index")
+    st = os.stat(path)  # (gone meanwhile: the caller looks again)
+    index_size = os.stat(index_path).st_size if os.path.exists(index_path) else 0
     size = st.st_size
     home = SegmentRef(
         path=path,
@@ -414,6 +433,12 @@ class _TaskReader:
             scanned = self.source.scan_window(pos, want)
             window, positions, magics = scanned.window, scanned.positions, scanned.magics
             outcome, stop = scanned.outcome, scanned.stop
+            # fewer bytes than the listing said are there: the file shrank since (a local
+            # read gets all it asks for, a remote one is checked): its whole entries are read,
+            # then the loss is reported (reading on would ask for the same bytes forever)
+            shrunk = (
+                window.shape[0] < min(want, self.file_end - pos) and pos + stop < self.range_end
+            )
             # entries must start inside the task's range (positions increase: the last one says)
             reaches_end = positions.shape[0] > 0 and pos + int(positions[-1]) >= self.range_end
             if reaches_end:
@@ -441,6 +466,9 @@ class _TaskReader:
                 )
                 if batch is not None and batch.num_rows:
                     yield batch
+            if shrunk and fault is None:
+                self._shrunk(pos + stop)
+                break
             # after a fault the reader resumes elsewhere than the window read ahead: until a
             # window decodes whole again, the read-ahead does not decompress for nobody
             self.source.decompress_ahead = fault is None
@@ -495,6 +523,27 @@ class _TaskReader:
         else:
             resume = self.damage.bad_framing(next_pos, outcome, window[stop : stop + 17].tobytes())
         return None if resume is None else (resume, chunk)
+
+    def _shrunk(self, position: int) -> None:
+        """The segment ends before the entry at ``position`` now, which the listing said was
+        there (a broker truncating its log after a leader change): what was past it is gone.
+        DataLossError naming the file, its sizes, the byte position and the offsets, or
+        (failOnDataLoss=false) a warning."""
+        task = self.task
+        first = max(self.decoder.last_offset + 1, task.segment.base_offset)
+        where = f"{task.topic}-{task.partition}: " if task.topic is not None else ""
+        size = self.source.current_size()
+        holds = "fewer bytes" if size is None else f"{size} bytes"
+        what = (
+            f"{where}segment {self.shown} holds {holds} now, {self.file_end} when the read "
+            "was planned: it was truncated since (a leader change truncating the log); "
+            f"offsets from {first}, at byte position {position} on, are gone"
+        )
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{what}. Some data may have been missed: set failOnDataLoss=false to go on"
+            )
+        log.warning("%s; some data may have been missed (failOnDataLoss=false)", what)
 
     def _first_oversize(self, positions: np.ndarray, stop: int) -> int | None:
         """Index of the first framed entry longer than maxBatchBytes, if any."""

@@ -131,38 +131,71 @@ def _records(offsets: list[int]) -> bytes:
     )
 
 
+def _name(base: int, width: int) -> str:
+    return f"{base:0{width}d}.log"
+
+
+@pytest.mark.parametrize("width", [20, 1], ids=["kafka-names", "short-names"])
 @pytest.mark.parametrize("kept", ["evens", "first-segment-only"])
 @pytest.mark.parametrize("pieces", [1, 4])
 def test_segments_the_cleaner_replaced_after_planning_are_read_where_they_are(
-    tmp_path: Path, pieces: int, kept: str
+    tmp_path: Path, pieces: int, kept: str, width: int
 ) -> None:
     """The log cleaner replaced segment 0 with a cleaned copy holding segments 0 and 10 merged
     (keys of odd offsets compacted away), and removed segment 10, between planning and
     reading: the planned tasks read the offsets where they are now, each once, rather than
-    taking the new file for damage and the removed one for data loss."""
+    taking the new file for damage and the removed one for data loss. Segments named with
+    fewer digits than Kafka's 20, which listings take, too (their merge was data loss)."""
     from kafka_segments_ds import planning
     from kafka_segments_ds.options import parse_read_options
 
     part = tmp_path / "logs" / "t-0"
     part.mkdir(parents=True)
     for first in (0, 10, 20):
-        (part / segment_file_name(first, ".log")).write_bytes(
-            _records(list(range(first, first + 10)))
-        )
+        (part / _name(first, width)).write_bytes(_records(list(range(first, first + 10))))
     options = parse_read_options(
         {"maxBytesPerPartition": str(400), "minPartitions": str(pieces)} if pieces > 1 else {}
     )
     plan = planning.plan_scan(str(tmp_path / "logs"), options)
     assert len(plan.tasks) >= (3 if pieces == 1 else 6)
-    cleaned = part / (segment_file_name(0, ".log") + ".cleaned")
+    cleaned = part / (_name(0, width) + ".cleaned")
     # the cleaner kept the evens of both segments, or (later records took every key of
     # segment 10) nothing of segment 10: a gap, as a consumer sees it, not data loss
     survivors = list(range(0, 20, 2)) if kept == "evens" else list(range(0, 10, 2))
     cleaned.write_bytes(_records(survivors))
-    os.replace(cleaned, part / segment_file_name(0, ".log"))  # (via .swap in Kafka)
-    (part / segment_file_name(10, ".log")).unlink()
+    os.replace(cleaned, part / _name(0, width))  # (via .swap in Kafka)
+    (part / _name(10, width)).unlink()
     got = [o for b in read_tasks(plan.tasks, options, ("offset",)) for o in b.column(0).to_pylist()]
     assert got == [*survivors, *range(20, 30)]
+
+
+def test_a_file_gone_while_a_replaced_segment_is_rehomed_is_data_loss_not_a_bare_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segment the offsets moved to loses its index file (the cleaner's next round)
+    while the task looks for them there, and again on the second look: DataLossError naming
+    the partition and offsets (a bare FileNotFoundError escaped, naming neither)."""
+    from kafka_segments_ds import planning
+    from kafka_segments_ds.errors import DataLossError
+    from kafka_segments_ds.options import parse_read_options
+
+    part = _four_segments(tmp_path)
+    options = parse_read_options({})
+    plan = planning.plan_scan(str(tmp_path / "logs"), options)
+    cleaned = part / "cleaned"
+    cleaned.write_bytes(_records(list(range(0, 20, 2))))
+    os.replace(cleaned, part / segment_file_name(0, ".log"))
+    (part / segment_file_name(10, ".log")).unlink()
+    (part / segment_file_name(0, ".index")).write_bytes(bytes(8))
+
+    def vanished(filesystem: object, path: str) -> bytes:
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    monkeypatch.setattr(kfs, "read_index_file", vanished)
+    with pytest.raises(
+        DataLossError, match=r"t-0: segment .*00000000000000000000\.log \(offsets 0 to 9\)"
+    ):
+        list(read_tasks(plan.tasks, options, ("offset",)))
 
 
 def test_a_partition_overwritten_after_planning_is_an_error_not_a_mix(tmp_path: Path) -> None:
@@ -219,6 +252,45 @@ def test_a_truncation_after_planning_is_data_loss_not_a_merge(
         segment_file_name(20, ".log"),
         segment_file_name(30, ".log"),
     ]
+
+
+@pytest.mark.parametrize("pieces", [False, True], ids=["whole", "byte-range-pieces"])
+def test_a_segment_truncated_in_place_after_planning_is_data_loss_not_a_hang(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, pieces: bool
+) -> None:
+    """A leader change truncated the log at offset 23 in place (the file keeps its inode,
+    the segment after it removed): the read asked for the bytes the listing promised again
+    and again, for ever. Now the rows before the cut, then DataLossError naming the file,
+    its sizes, the offset and byte position (a warning with failOnDataLoss=false)."""
+    from kafka_segments_ds import planning
+    from kafka_segments_ds.errors import DataLossError
+    from kafka_segments_ds.options import parse_read_options
+
+    part = _four_segments(tmp_path)
+    split = {"maxBytesPerPartition": "200"} if pieces else {}
+    plan = planning.plan_scan(str(tmp_path / "logs"), parse_read_options(split))
+    segment = part / segment_file_name(20, ".log")
+    planned = segment.stat().st_size
+    cut = len(_records([20, 21, 22]))
+    os.truncate(segment, cut)
+    (part / segment_file_name(30, ".log")).unlink()
+    got: list[int] = []
+    with pytest.raises(DataLossError) as err:
+        for b in read_tasks(plan.tasks, parse_read_options(split), ("offset",)):
+            got += b.column(0).to_pylist()
+    assert got == list(range(23))
+    assert str(err.value).startswith(
+        f"t-0: segment {segment} holds {cut} bytes now, {planned} when the read was planned: "
+        f"it was truncated since (a leader change truncating the log); offsets from 23, at "
+        f"byte position {cut} on, are gone"
+    )
+    lenient = parse_read_options({**split, "failOnDataLoss": "false"})
+    with caplog.at_level("WARNING", "kafka_segments_ds.reader.task"):
+        got = [
+            o for b in read_tasks(plan.tasks, lenient, ("offset",)) for o in b.column(0).to_pylist()
+        ]
+    assert got == list(range(23))
+    assert any("offsets from 23, at byte position" in r.getMessage() for r in caplog.records)
 
 
 def test_a_segment_replaced_by_a_pending_commit_is_refused(tmp_path: Path) -> None:
