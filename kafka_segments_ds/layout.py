@@ -31,6 +31,7 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
@@ -609,6 +610,13 @@ class DanglingSegmentLinkError(FileNotFoundError):
     """A segment file that is a symbolic link to nothing (not a file that went meanwhile)."""
 
 
+# the partitions a read selects (subscribe / assign), set around its listing: a partition
+# directory linked to nothing is refused only when the read wants it
+WANTED_PARTITIONS: ContextVar[Callable[[str, int], bool] | None] = ContextVar(
+    "WANTED_PARTITIONS", default=None
+)
+
+
 def _refuse_dangling_links(
     directory: str,
     files: list[pafs.FileInfo],
@@ -628,10 +636,12 @@ def _refuse_dangling_links(
         if name in listed:
             continue
         parsed = parse_segment_file_name(name)
-        if not (
-            (parsed is not None and parsed[1] in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX))
-            or (partitions and parse_partition_dir_name(name) is not None)
-        ):
+        partition = parse_partition_dir_name(name) if partitions else None
+        if partition is not None:
+            wanted = WANTED_PARTITIONS.get()
+            if wanted is not None and not wanted(*partition):
+                continue  # a partition the read does not select
+        elif parsed is None or parsed[1] not in (LOG_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX):
             continue
         path = posixpath.join(directory, name)
         if only is not None and path not in only:

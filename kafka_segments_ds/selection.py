@@ -30,6 +30,7 @@ from kafka_segments_ds.errors import (
 from kafka_segments_ds.journal import check_readable, writes_under_way
 from kafka_segments_ds.layout import (
     TIERED_LAYOUTS,
+    WANTED_PARTITIONS,
     DanglingSegmentLinkError,
     PartitionLog,
     SegmentRef,
@@ -194,18 +195,22 @@ class Discovery:
         self, root: str, layout: str, *, check: bool = True, tiered_only: bool = False
     ) -> tuple[pafs.FileSystem, list[PartitionLog]]:
         """:func:`discover_root` of one of the roots."""
-        return discover_root(
-            self.filesystem,
-            root,
-            layout,
-            self.keys,
-            self.storage,
-            check=check,
-            tiered_only=tiered_only,
-            manifests=self.manifests,
-            checked=self.checked,
-            selected=lambda found: select_partitions(found, self.options),
-        )
+        token = WANTED_PARTITIONS.set(partition_filter(self.options))
+        try:
+            return discover_root(
+                self.filesystem,
+                root,
+                layout,
+                self.keys,
+                self.storage,
+                check=check,
+                tiered_only=tiered_only,
+                manifests=self.manifests,
+                checked=self.checked,
+                selected=lambda found: select_partitions(found, self.options),
+            )
+        finally:
+            WANTED_PARTITIONS.reset(token)
 
     def partitions(self) -> tuple[pafs.FileSystem, list[PartitionLog]]:
         """Every root listed (see :func:`discover_paths`)."""
@@ -278,18 +283,27 @@ def no_data_message(path: str, layout: str | None) -> str:
     return f"{message} ({hint}; allowEmpty=true reads an input without Kafka data as 0 rows)"
 
 
+def partition_filter(options: ReadOptions) -> Callable[[str | None, int | None], bool] | None:
+    """Whether ``subscribe`` / ``subscribePattern`` / ``assign`` select a (topic, partition);
+    None when they are not set (every partition)."""
+    if options.subscribe is not None:
+        topics = set(options.subscribe)
+        return lambda topic, _partition: topic in topics
+    if options.subscribe_pattern is not None:
+        pattern = re.compile(options.subscribe_pattern)
+        return lambda topic, _partition: topic is not None and bool(pattern.fullmatch(topic))
+    if options.assign is not None:
+        assigned = set(options.assign)
+        return lambda topic, partition: (topic, partition) in assigned
+    return None
+
+
 def select_partitions(partitions: list[PartitionLog], options: ReadOptions) -> list[PartitionLog]:
     """The partitions ``subscribe`` / ``subscribePattern`` / ``assign`` select, in (topic,
     partition) order."""
-    if options.subscribe is not None:
-        wanted = set(options.subscribe)
-        partitions = [p for p in partitions if p.topic in wanted]
-    elif options.subscribe_pattern is not None:
-        pattern = re.compile(options.subscribe_pattern)
-        partitions = [p for p in partitions if p.topic is not None and pattern.fullmatch(p.topic)]
-    elif options.assign is not None:
-        wanted_parts = set(options.assign)
-        partitions = [p for p in partitions if (p.topic, p.partition) in wanted_parts]
+    wanted = partition_filter(options)
+    if wanted is not None:
+        partitions = [p for p in partitions if wanted(p.topic, p.partition)]
     return sorted(partitions, key=lambda p: (p.topic or "", p.partition or 0, p.directory))
 
 

@@ -184,12 +184,22 @@ def test_a_partition_directory_linked_to_nothing_is_an_error(logs: Path) -> None
         ksd.read_table(str(logs))
     with pytest.raises(FileNotFoundError, match=message):
         ksd.read_table(str(logs), subscribe="t")
+    with pytest.raises(FileNotFoundError, match=message):
+        ksd.read_table(str(logs), assign='{"t":[1]}')
     from kafka_segments_ds.cli import main as cli_main
 
     assert cli_main(["verify", str(logs)]) == 2
     # named by a path of their own, the other partitions are read
     assert values(logs / "t-0") == [b"inside"]
+    # a read that selects other partitions does not miss it (every read of the log dir was
+    # refused)
+    assert ksd.read_table(str(logs), assign='{"t":[0]}').column("value").to_pylist() == [b"inside"]
     # a link to nothing under a name that is no partition's is not data
     (logs / "t-1").unlink()
     (logs / "backup").symlink_to("/nonexistent-volume/backup")
     assert values(logs) == [b"inside"]
+    (logs / "u-0").symlink_to("/nonexistent-volume/u-0")
+    assert ksd.read_table(str(logs), subscribe="t").column("value").to_pylist() == [b"inside"]
+    assert ksd.read_table(str(logs), subscribePattern="t.*").num_rows == 1
+    with pytest.raises(FileNotFoundError, match=f"{logs / 'u-0'} is a symbolic link"):
+        ksd.read_table(str(logs), subscribePattern="[tu]")
