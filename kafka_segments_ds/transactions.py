@@ -72,10 +72,14 @@ def collect_aborted(
     # (DROPMALFORMED): aborted up to the offset before the next batch
     undecided: dict[int, int] = {}
     walked_to = -1  # the last offset of the last batch walked
-    for seg in segs[begin:]:
+    for i in range(begin, len(segs)):
+        seg = segs[i]
         if seg.txnindex_path is not None:
             spans.extend(_txn_index_spans(filesystem, seg))
-        for position, header, read_marker, damage in _iter_v2_headers(filesystem, seg, options):
+        next_base = segment_bounds(segs, i)[2]
+        for position, header, read_marker, damage in _iter_v2_headers(
+            filesystem, seg, options, next_base
+        ):
             # a damage before the range decides none of its records (a marker there ends a
             # transaction whose records all come before it); with a .txnindex: it lists what
             # the segment's ABORT markers end
@@ -180,7 +184,10 @@ def control_marker(entry: bytes, seg: SegmentRef, position: int) -> ControlMarke
 
 
 def _iter_v2_headers(
-    filesystem: pafs.FileSystem, segment: SegmentRef, options: ReadOptions
+    filesystem: pafs.FileSystem,
+    segment: SegmentRef,
+    options: ReadOptions,
+    next_base_offset: int | None = None,
 ) -> Iterator[tuple[int, np.ndarray | None, Callable[[], bytes], str | None]]:
     """Hop the entries of a segment without decoding records.
 
@@ -199,6 +206,7 @@ def _iter_v2_headers(
     with kfs.RangeReader(filesystem, segment.path) as read:  # reopened if read_entry outlives it
         position = 0
         last = -1  # the last offset of the entries walked
+        last_start = -1  # the position of the last entry walked
         while position < segment.size:
             stopped = segment.size
             for walked in walk_entries(read, position, segment.size, options.read_chunk_bytes):
@@ -215,6 +223,7 @@ def _iter_v2_headers(
                     positions, magics = positions[:cut], magics[:cut]
                 if positions.shape[0]:
                     last = max(last, _last_offset(walked.window, int(positions[-1])))
+                    last_start = walked.base + int(positions[-1])
                 v2 = positions[magics == 2]
                 headers = K.parse_v2_headers(walked.window, v2)
                 for i in range(v2.shape[0]):
@@ -235,14 +244,16 @@ def _iter_v2_headers(
                 file_end=segment.size,
                 range_end=segment.size,
                 last_offset=lambda last=last: last,  # type: ignore[misc]
-                next_base_offset=None,
+                next_base_offset=next_base_offset,  # (as the reader's: the next segment's)
                 read_chunk_bytes=options.read_chunk_bytes,
                 max_batch_bytes=options.max_batch_bytes,
                 max_decompressed_bytes=options.max_decompressed_bytes,
                 logged=False,  # (the reader reports where it resynchronises)
             )
             resume = resync.resume_after(stopped)
-            followed = resume is not None and resume > stopped
+            # (it may resume before ``stopped``: at a valid batch the entry before overlapped,
+            # past that entry's start)
+            followed = resume is not None and resume > max(last_start, position)
             header = _unchecked_header(read, stopped, segment.size)
             yield stopped, header, lambda: b"", INSIDE if followed else TAIL
             if resume is None or not followed:

@@ -153,3 +153,38 @@ def test_a_torn_marker_at_the_logs_end_is_an_open_transaction(tmp_path: Path) ->
     log.write_bytes(data[:-30])
     assert _offsets(directory) == [3, 4, 5]
     assert _offsets(directory, mode="DROPMALFORMED") == [3, 4, 5]
+
+
+@pytest.mark.parametrize("commit", [False, True], ids=["abort", "commit"])
+def test_the_walk_resumes_where_the_reader_does_before_the_damage(
+    tmp_path: Path, commit: bool
+) -> None:
+    """A batch cut 3 bytes short whose checksum still holds (its last bytes were zeros, as the
+    next batch's first are): the framing fails past it and the reader resumes before that,
+    at the next batch it overlapped. The walk gave up there, so the ABORT marker after it
+    was not seen and the aborted records came back."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    first = encode_batch(
+        [
+            RecordSpec(key=b"k0", value=b"v0", timestamp=1000),
+            RecordSpec(key=b"k1", value=b"v\x00\x00", timestamp=1000),
+        ],
+        base_offset=0,
+    )
+    assert first[-3:] == b"\x00\x00\x00"
+    txn = encode_batch(
+        [RecordSpec(key=b"k2", value=b"v2", timestamp=1000)] * 2,
+        base_offset=2,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    marker = encode_control_batch(
+        offset=4, commit=commit, producer_id=7, producer_epoch=0, timestamp=1000
+    )
+    last = encode_batch([RecordSpec(key=b"k5", value=b"v5", timestamp=1000)], base_offset=5)
+    (directory / "00000000000000000000.log").write_bytes(first[:-3] + txn + marker + last)
+    want = [0, 1, 2, 3, 5] if commit else [0, 1, 5]
+    assert _offsets(directory, mode="DROPMALFORMED") == want

@@ -117,9 +117,9 @@ def test_a_range_walks_only_the_segments_that_can_abort_it(
     walked: list[int] = []
     original = transactions._iter_v2_headers
 
-    def counting(filesystem: Any, segment: Any, options: Any) -> Any:
+    def counting(filesystem: Any, segment: Any, *args: Any) -> Any:
         walked.append(segment.base_offset)
-        return original(filesystem, segment, options)
+        return original(filesystem, segment, *args)
 
     monkeypatch.setattr(transactions, "_iter_v2_headers", counting)
     options = parse_read_options({})
