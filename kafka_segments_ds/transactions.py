@@ -18,7 +18,6 @@ from kafka_segments_ds.options import ReadOptions
 from kafka_segments_ds.records import kernels as K
 from kafka_segments_ds.records.batches import failed_checksums, walk_entries
 from kafka_segments_ds.records.compression import decompress
-from kafka_segments_ds.records.encoder import V2_HEADER_SIZE
 from kafka_segments_ds.records.v2 import (
     CONTROL_ABORT,
     ControlMarker,
@@ -26,6 +25,7 @@ from kafka_segments_ds.records.v2 import (
     iter_records,
 )
 from kafka_segments_ds.scan_task import segment_bounds
+from kafka_segments_ds.tail import V2_OVERHEAD
 
 log = logging.getLogger(__name__)
 
@@ -197,11 +197,11 @@ def _iter_v2_headers(
     an entry cannot be framed or fails its checksum (its fields as they read, None if fewer
     than a batch header's bytes are left; TAIL: nothing valid follows it in the segment). Past
     such an entry it goes on where the reader resynchronises
-    (:meth:`~kafka_segments_ds.reader.resync.Resync.resume_after`; the reader reports the
+    (:meth:`~kafka_segments_ds.records.resync.Resync.resume_after`; the reader reports the
     damage or, with DROPMALFORMED, reads on there too: the markers after it count), and stops
     where nothing valid follows (a torn tail).
     """
-    from kafka_segments_ds.reader.resync import Resync  # (only past damage)
+    from kafka_segments_ds.records.resync import Resync  # (only past damage)
 
     with kfs.RangeReader(filesystem, segment.path) as read:  # reopened if read_entry outlives it
         position = 0
@@ -263,9 +263,9 @@ def _iter_v2_headers(
 
 def _unchecked_header(read: kfs.RangeReader, position: int, size: int) -> np.ndarray | None:
     """The batch header fields of the bytes at ``position``, unchecked (None: too few left)."""
-    if size - position < V2_HEADER_SIZE:
+    if size - position < V2_OVERHEAD:
         return None
-    head = np.frombuffer(bytes(read(position, V2_HEADER_SIZE)), np.uint8)
+    head = np.frombuffer(bytes(read(position, V2_OVERHEAD)), np.uint8)
     fields: np.ndarray = K.parse_v2_headers(head, np.zeros(1, np.int64))[0]
     return fields
 

@@ -3,7 +3,7 @@
 Decoders always raise (or report a :class:`~kafka_segments_ds.reader.rows.Fault`); this is the
 one place deciding what follows. FAILFAST re-raises with the file, position and offset.
 DROPMALFORMED logs the bad entry and goes on where the forensics of
-:mod:`kafka_segments_ds.reader.resync` find the next entry whose framing and checksum are valid
+:mod:`kafka_segments_ds.records.resync` find the next entry whose framing and checksum are valid
 and whose offsets can follow the last good one. Either way some endings are not damage: a
 zero-filled (preallocated) tail, a truncated last entry of a copy taken while a broker
 appended, a torn write into a preallocated segment, or an entry that was rewritten while it was
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from kafka_segments_ds.errors import CorruptSegmentError, UnsupportedFormatError
 from kafka_segments_ds.options import ReadOptions
-from kafka_segments_ds.reader.resync import Read, Resync, be_int
 from kafka_segments_ds.records import kernels as K
+from kafka_segments_ds.records.resync import Read, Resync, be_int
 from kafka_segments_ds.reporting import damage_is_quiet
 
 __all__ = [

@@ -17,7 +17,7 @@ from kafka_segments_ds.reader.damage import (
     DamageKind,
     collect_damage,
 )
-from kafka_segments_ds.reader.resync import Held, Resync
+from kafka_segments_ds.records.resync import Held, Resync
 from tests.fuzz.corpus import v2
 from tests.fuzz.judge import make_input
 

@@ -20,7 +20,7 @@ table = ksd.read_table(sys.argv[1])
 values = [v.decode() for v in table.column("value").to_pylist()]
 print(json.dumps({"rows": table.num_rows, "values": values,
     "loaded": sorted(m for m in ("crc32c", "kafka_segments_ds.reader.damage",
-    "kafka_segments_ds.reader.resync") if m in sys.modules)}))
+    "kafka_segments_ds.records.resync") if m in sys.modules)}))
 """
 
 
