@@ -130,8 +130,8 @@ class _Quiet(logging.Filter):
         return not damage_is_quiet()
 
 
-for _name in ("damage", "resync"):  # the loggers of the damage the reader meets
-    logging.getLogger(f"kafka_segments_ds.reader.{_name}").addFilter(_Quiet())
+for _name in ("reader.damage", "records.resync"):  # the loggers of the damage the reader meets
+    logging.getLogger(f"kafka_segments_ds.{_name}").addFilter(_Quiet())
 
 
 class DamagePolicy:
