@@ -254,15 +254,18 @@ def _iter_v2_headers(
             # (it may resume before ``stopped``: at a valid batch the entry before overlapped,
             # past that entry's start)
             followed = resume is not None and resume > max(last_start, position)
-            header = _unchecked_header(read, stopped, segment.size)
-            yield stopped, header, lambda: b"", INSIDE if followed else TAIL
+            if not (followed and resume is not None and resume < stopped):
+                # (resuming before it: the bytes there lie inside a valid batch, no entry)
+                header = _unchecked_header(read, stopped, segment.size)
+                yield stopped, header, lambda: b"", INSIDE if followed else TAIL
             if resume is None or not followed:
                 return
             position = resume
 
 
 def _unchecked_header(read: kfs.RangeReader, position: int, size: int) -> np.ndarray | None:
-    """The batch header fields of the bytes at ``position``, unchecked (None: too few left)."""
+    """The batch header fields of the bytes at ``position``, unchecked (None: too few left),
+    whatever its magic byte says (the damage may be there)."""
     if size - position < V2_OVERHEAD:
         return None
     head = np.frombuffer(bytes(read(position, V2_OVERHEAD)), np.uint8)

@@ -528,11 +528,26 @@ class _TaskReader:
         """The segment ends before the entry at ``position`` now, which the listing said was
         there (a broker truncating its log after a leader change): what was past it is gone.
         DataLossError naming the file, its sizes, the byte position and the offsets, or
-        (failOnDataLoss=false) a warning."""
+        (failOnDataLoss=false) a warning; the log's last segment cut after whole entries is
+        read to its end."""
         task = self.task
         first = max(self.decoder.last_offset + 1, task.segment.base_offset)
         where = f"{task.topic}-{task.partition}: " if task.topic is not None else ""
         size = self.source.current_size()
+        last = task.next_base_offset is None and task.next_path is None  # (as listed)
+        if size is not None and position >= size and last:
+            # the log's last segment ends after whole entries: a broker trims the zeros of a
+            # preallocated segment when it rolls it or shuts down, and truncates it only above
+            # the high watermark (records no consumer could read yet)
+            log.info(
+                "%ssegment %s ends at byte %d now, %d when the read was planned (trimmed): "
+                "read to its end",
+                where,
+                self.shown,
+                size,
+                self.file_end,
+            )
+            return
         holds = "fewer bytes" if size is None else f"{size} bytes"
         what = (
             f"{where}segment {self.shown} holds {holds} now, {self.file_end} when the read "

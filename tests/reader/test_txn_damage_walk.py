@@ -188,3 +188,38 @@ def test_the_walk_resumes_where_the_reader_does_before_the_damage(
     (directory / "00000000000000000000.log").write_bytes(first[:-3] + txn + marker + last)
     want = [0, 1, 2, 3, 5] if commit else [0, 1, 5]
     assert _offsets(directory, mode="DROPMALFORMED") == want
+
+
+def test_bytes_inside_the_batch_the_reader_resumes_at_are_no_marker(tmp_path: Path) -> None:
+    """Resuming before the damage (at a batch the entry before it overlapped), the bytes where
+    the framing failed lie inside that valid batch: read as a header there, a transaction's
+    last offset delta of 32 looked like a control batch's attributes, and producer 9's open
+    transaction was taken for undecided (FAILFAST raised, DROPMALFORMED dropped it)."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    txn = {"producer_epoch": 0, "base_sequence": 0, "is_transactional": True}
+    nine = encode_batch(
+        [RecordSpec(value=b"a", timestamp=1000)] * 2, base_offset=0, producer_id=9, **txn
+    )
+    cut = encode_batch(
+        [
+            RecordSpec(key=b"k", value=b"x", timestamp=1000),
+            RecordSpec(key=b"k", value=b"v\x00\x00\x00", timestamp=1000),
+        ],
+        base_offset=2,
+    )
+    assert cut[-4:] == bytes(4)
+    seven = encode_batch(
+        [RecordSpec(value=b"b", timestamp=1000)] * 33, base_offset=4, producer_id=7, **txn
+    )
+    assert seven[25:27] == b"\x00\x20"  # what the walk read as attributes
+    markers = [
+        encode_control_batch(offset=o, commit=True, producer_id=p, producer_epoch=0, timestamp=1000)
+        for o, p in ((37, 9), (38, 7))
+    ]
+    last = encode_batch([RecordSpec(value=b"z", timestamp=1000)], base_offset=39)
+    (directory / "00000000000000000000.log").write_bytes(
+        nine + cut[:-4] + seven + b"".join(markers) + last
+    )
+    assert _offsets(directory, mode="DROPMALFORMED") == [*range(37), 39]
+    assert _offsets(directory, endingOffsets='{"t":{"0":2}}') == [0, 1]

@@ -293,6 +293,32 @@ def test_a_segment_truncated_in_place_after_planning_is_data_loss_not_a_hang(
     assert any("offsets from 23, at byte position" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("pieces", [False, True], ids=["whole", "byte-range-pieces"])
+def test_the_last_segment_trimmed_after_planning_is_read_to_its_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, pieces: bool
+) -> None:
+    """A preallocated active segment (zeros after its entries) that the broker trims when it
+    rolls it or shuts down, after planning: its entries are all there, no data is lost (a
+    cut of the log's last segment after whole entries is the end of its data)."""
+    from kafka_segments_ds import planning
+    from kafka_segments_ds.options import parse_read_options
+
+    part = _four_segments(tmp_path)
+    last = part / segment_file_name(30, ".log")
+    entries = last.stat().st_size
+    with last.open("ab") as f:
+        f.write(bytes(64 << 10))
+    options = parse_read_options({"maxBytesPerPartition": "300"} if pieces else {})
+    plan = planning.plan_scan(str(tmp_path / "logs"), options)
+    os.truncate(last, entries)
+    with caplog.at_level("INFO", "kafka_segments_ds.reader.task"):
+        got = [
+            o for b in read_tasks(plan.tasks, options, ("offset",)) for o in b.column(0).to_pylist()
+        ]
+    assert got == list(range(40))
+    assert any(f"ends at byte {entries} now" in r.getMessage() for r in caplog.records)
+
+
 def test_a_segment_replaced_by_a_pending_commit_is_refused(tmp_path: Path) -> None:
     """A kafkasegments commit under way (its journal there) replaced a planned segment: the
     read would hold part of the commit."""
