@@ -582,31 +582,32 @@ def test_a_bucket_segment_without_its_log_is_reported(
 def test_a_stream_over_a_bucket_and_its_log_dir_reads_both(source: Path, tmp_path: Path) -> None:
     """A stream given the bucket and the log dir: the log dir's records too (it listed the
     bucket alone), each offset once."""
-    from kafka_segments_ds.options import parse_stream_options
-    from kafka_segments_ds.streaming.planner import StreamPlanner
-
     directory = source / "events-0"
     uploaded = _local_copy(directory, tmp_path / "uploaded" / "events-0", slice(None, 4))
     upload_local_tiered(uploaded, LOCAL, str(tmp_path / "bucket"), "events", 0)
     _local_copy(directory, tmp_path / "logs" / "events-0", slice(3, None))
+    end, got = _one_micro_batch([str(tmp_path / "bucket"), str(tmp_path / "logs")])
+    want = ksd.read_table(str(directory), columns=["offset"]).column(0).to_pylist()
+    assert got == want and end == {("events", 0): want[-1] + 1}
+
+
+def _one_micro_batch(inputs: list[str]) -> tuple[dict[Any, int], list[int]]:
+    """A stream from the earliest offsets: its first micro-batch's end and offsets read."""
+    from kafka_segments_ds.options import parse_stream_options
+    from kafka_segments_ds.reader import read_tasks
+    from kafka_segments_ds.streaming.planner import StreamPlanner
+
     options, limits = parse_stream_options({"startingOffsets": "earliest"})
-    planner = StreamPlanner([str(tmp_path / "bucket"), str(tmp_path / "logs")], options, limits)
+    planner = StreamPlanner(inputs, options, limits)
     start = planner.initial_offsets()
     end = planner.next_offsets(start)
     got = [
         o
         for tasks in planner.plan(start, end, 1)
-        for b in read_task_batches(tasks, planner.options)
+        for b in read_tasks(tasks, planner.options, ("offset",))
         for o in b.column(0).to_pylist()
     ]
-    want = ksd.read_table(str(directory), columns=["offset"]).column(0).to_pylist()
-    assert got == want and end == {("events", 0): want[-1] + 1}
-
-
-def read_task_batches(tasks: Any, options: Any) -> Any:
-    from kafka_segments_ds.reader import read_tasks
-
-    return read_tasks(tasks, options, ("offset",))
+    return end, got
 
 
 def test_a_bucket_segment_around_the_whole_log_dir_is_read_on_both_sides(
@@ -640,9 +641,6 @@ def test_a_stream_reads_a_bucket_segment_across_the_log_dirs_start_once(
     """A micro-batch up to the latest offset over a bucket segment that runs past the log
     dir's first offset (another leader's segmentation): the bucket's part ends where the log
     dir begins (the cut to the batch's end lifted it: the log dir's first records twice)."""
-    from kafka_segments_ds.options import parse_stream_options
-    from kafka_segments_ds.streaming.planner import StreamPlanner
-
     directory = source / "events-0"
     logs = sorted(directory.glob("*.log"))
     bucket = tmp_path / "bucket" / "kafka-tiered-storage" / "events-0-AAAAAAAAAAAAAAAAAAAAAA"
@@ -651,15 +649,6 @@ def test_a_stream_reads_a_bucket_segment_across_the_log_dirs_start_once(
     (bucket / "00000000000000000000-BBBBBBBBBBBBBBBBBBBBBB.log").write_bytes(whole)
     _local_copy(directory, tmp_path / "logs" / "events-0", slice(2, None))
     want = ksd.read_table(str(directory), columns=["offset"]).column(0).to_pylist()
-    options, limits = parse_stream_options({"startingOffsets": "earliest"})
-    planner = StreamPlanner([str(tmp_path / "bucket"), str(tmp_path / "logs")], options, limits)
-    start = planner.initial_offsets()
-    end = planner.next_offsets(start)
-    got = [
-        o
-        for tasks in planner.plan(start, end, 1)
-        for b in read_task_batches(tasks, planner.options)
-        for o in b.column(0).to_pylist()
-    ]
+    end, got = _one_micro_batch([str(tmp_path / "bucket"), str(tmp_path / "logs")])
     assert end == {("events", 0): want[-1] + 1}
     assert got == want
