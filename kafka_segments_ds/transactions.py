@@ -145,7 +145,7 @@ def _undecided(
         return {}
     pid = None if header is None else int(header[K.H_PRODUCER_ID])
     pids = [pid] if pid in open_first else sorted(open_first)
-    which = ", ".join(f"producer {p}'s from offset {open_first[p]}" for p in pids)
+    which = ", ".join(f"producer {p}'s transaction from offset {open_first[p]}" for p in pids)
     reason = (
         f"a damaged entry that may be the marker ending {which} (no .txnindex): "
         "read_committed cannot tell whether it committed"

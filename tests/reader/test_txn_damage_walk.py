@@ -108,7 +108,7 @@ def test_a_damaged_abort_marker_leaves_its_transaction_undecided(
     with pytest.raises(CorruptSegmentError, match="cannot tell whether it committed") as err:
         _offsets(directory, endingOffsets='{"t":{"0":3}}')
     assert expected_error in str(err.value)
-    assert "producer 101's from offset 0" in str(err.value)
+    assert "producer 101's transaction from offset 0" in str(err.value)
     with caplog.at_level(logging.WARNING, "kafka_segments_ds.transactions"):
         got = _offsets(directory, mode="DROPMALFORMED")
     assert got == [3, 4, 5, 7, 8, 9, 10, 11, 12, 14, 15, 16]
