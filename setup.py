@@ -36,7 +36,9 @@ EXTENSIONS = [
         (f"{RECORDS}/_crc32c.h", f"{RECORDS}/_crc32c.pxd"),
     ),
     _extension(
-        "kafka_segments_ds.records._kernels", f"{RECORDS}/_kernels.pyx", (f"{RECORDS}/_bytes.pxd",)
+        "kafka_segments_ds.records._kernels",
+        f"{RECORDS}/_kernels.pyx",
+        (f"{RECORDS}/_bytes.pxd", f"{RECORDS}/_gather.h"),
     ),
     _extension(
         "kafka_segments_ds.records._legacy", f"{RECORDS}/_legacy.pyx", (f"{RECORDS}/_bytes.pxd",)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -161,6 +162,59 @@ def test_encoder_kernels_agree(recs: list, codec: int, batch_bytes: int) -> None
             for r in iter_records(decode_batch_header(data, p), data[p + 61 : p + s])
         ]
         assert got == [(r[0], r[1], 3 + i) for i, r in enumerate(recs)]
+
+
+@compiled_only
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 63),
+    st.sampled_from([0, 1, 3]),
+    st.booleans(),
+)
+def test_streaming_gather_agrees_and_writes_only_its_slices(
+    seed: int, misalign: int, jumps: int, split: bool
+) -> None:
+    """The compiled gather's streaming path (outputs from STREAM_MIN_BYTES up: whole lines by
+    non-temporal stores, part lines plainly) against the pure-Python gather: the same bytes in
+    the slices, nulls and bad slices as the contract says, and every byte outside the slices
+    untouched (a part line another thread writes must not be overwritten), with the output
+    starting off a line boundary, gaps in the output offsets, and the rows split in two calls
+    (as between threads)."""
+    from kafka_segments_ds.records import _kernels
+
+    rng = np.random.default_rng(seed)
+    n = 30_000
+    src0 = rng.integers(0, 256, 3_000_000, dtype=np.uint8)
+    src1 = rng.integers(0, 256, 500_000, dtype=np.uint8)
+    length = rng.integers(-1, 150, n).astype(np.int64)
+    in_src1 = rng.random(n) < 0.2
+    pos = np.where(
+        in_src1,
+        rng.integers(src0.shape[0], src0.shape[0] + src1.shape[0] - 150, n),
+        rng.integers(0, src0.shape[0] - 150, n),
+    ).astype(np.int64)
+    bad_rows = rng.choice(n, 5, replace=False)
+    length[bad_rows] = 50
+    pos[bad_rows[:3]] = src0.shape[0] - 10  # straddles the two sources: zeroed
+    pos[bad_rows[3:]] = -5
+    gaps = np.zeros(n, np.int64)
+    gaps[rng.choice(n, jumps, replace=False)] = rng.integers(1, 200, jumps)
+    offsets = (np.cumsum(np.maximum(length, 0) + gaps) - np.maximum(length, 0)).astype(np.int32)
+    size = int(offsets[-1] + max(length[-1], 0)) + 100
+    assert size >= _kernels.STREAM_MIN_BYTES
+    whole = np.full(size + 128, 0xAB, np.uint8)
+    out = whole[misalign : misalign + size]
+    expected = np.full(size, 0xAB, np.uint8)
+    assert K.PURE_PYTHON["gather_into"](src0, src1, pos, length, offsets, expected) == 5
+    cuts = [0, n // 2 + int(rng.integers(0, 100)), n] if split else [0, n]
+    bad = sum(
+        _kernels.gather_into(src0, src1, pos[a:b], length[a:b], offsets[a:b], out)
+        for a, b in itertools.pairwise(cuts)
+    )
+    assert bad == 5
+    assert np.array_equal(out, expected)
+    assert (whole[:misalign] == 0xAB).all() and (whole[misalign + size :] == 0xAB).all()
 
 
 @compiled_only

@@ -349,6 +349,16 @@ def binary_offsets(length, int32_t[:] offsets):
     return total
 
 
+cdef extern from "_gather.h" nogil:
+    int64_t ksds_gather(uint8_t *out, int64_t size, const uint8_t *in0, int64_t len0,
+                        const uint8_t *in1, int64_t len1, const int64_t *p, const int64_t *ln,
+                        const int32_t *off, int64_t n, int stream)
+
+# Outputs from this size up are written with non-temporal stores (see _gather.h): smaller ones
+# may still be in the cache when they are read next.
+STREAM_MIN_BYTES = 1 << 20
+
+
 def gather_into(
     const uint8_t[::1] src0,
     const uint8_t[::1] src1,
@@ -360,29 +370,19 @@ def gather_into(
     cdef const int64_t[::1] p = _i64(pos)
     cdef const int64_t[::1] ln = _i64(length)
     cdef const int32_t[::1] off = np.ascontiguousarray(offsets, np.int32)
-    cdef Py_ssize_t n = p.shape[0], i, len0 = src0.shape[0], len1 = src1.shape[0]
+    cdef Py_ssize_t n = p.shape[0], len0 = src0.shape[0], len1 = src1.shape[0]
     cdef Py_ssize_t size = data.shape[0]
     if ln.shape[0] < n or off.shape[0] < n:
         raise ValueError("pos, length and offsets differ in length")
-    cdef int64_t bad = 0, o, q, m
+    cdef int64_t bad = 0
+    cdef int stream = size >= STREAM_MIN_BYTES
     cdef uint8_t *out = &data[0] if size else <uint8_t *>0
     cdef const uint8_t *in0 = ptr(src0)
     cdef const uint8_t *in1 = ptr(src1)
+    if n == 0:
+        return 0
     with nogil:
-        for i in range(n):
-            m = ln[i]
-            if m > 0:
-                o = off[i]
-                q = p[i]
-                if o < 0 or o + m > size:
-                    bad += 1
-                elif q >= 0 and q + m <= len0:
-                    memcpy(out + o, in0 + q, m)
-                elif len0 <= q and q - len0 + m <= len1:
-                    memcpy(out + o, in1 + (q - len0), m)
-                else:
-                    memset(out + o, 0, m)
-                    bad += 1
+        bad = ksds_gather(out, size, in0, len0, in1, len1, &p[0], &ln[0], &off[0], n, stream)
     return bad
 
 

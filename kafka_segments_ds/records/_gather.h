@@ -1,0 +1,141 @@
+/* Gathering slices of a window into one output buffer, for the compiled kernels.
+ *
+ * A read's key and value bytes go to a fresh output buffer far larger than the caches (100 MB
+ * for a million 100-byte values). Plain stores to it first read each cache line from memory (a
+ * write-allocate), then write it back: twice the memory traffic of the bytes themselves. The
+ * streaming path copies the slices into a small staging buffer that stays in L1 and writes each
+ * whole 64-byte line of it out with non-temporal stores, which skip that read. Lines the output
+ * shares with bytes outside this call's slices (its first and last, and around a jump in the
+ * output offsets) are written with plain stores: another thread may be writing the other bytes
+ * of such a line (the gather is split between threads by rows).
+ *
+ * x86-64 only (SSE2, part of the base instruction set); elsewhere the streaming path is plain
+ * memcpy. All functions are static: each extension that includes this header gets its own copy.
+ */
+#ifndef KSDS_GATHER_H
+#define KSDS_GATHER_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(KSDS_PORTABLE_ONLY)
+#define KSDS_STREAM 1
+#include <emmintrin.h>
+#else
+#define KSDS_STREAM 0
+#endif
+
+#define KSDS_LINE 64
+#define KSDS_STAGE 4096 /* a multiple of KSDS_LINE */
+
+typedef struct {
+    uint8_t *start; /* the output address stage[0] stands for: line-aligned */
+    size_t lead;    /* stage bytes before the first one of ours: not written */
+    size_t fill;    /* stage bytes held (lead included) */
+    int active;
+#if defined(__GNUC__) || defined(__clang__)
+    uint8_t stage[KSDS_STAGE] __attribute__((aligned(KSDS_LINE)));
+#else
+    uint8_t stage[KSDS_STAGE];
+#endif
+} ksds_stager;
+
+/* Write stage bytes [lead, fill) to their output: whole lines streamed, a part line plainly. */
+static void ksds_stager_flush(ksds_stager *s) {
+    size_t at = s->lead, fill = s->fill;
+    if (!s->active || fill <= at) return;
+#if KSDS_STREAM
+    if (at % KSDS_LINE) { /* the first line is partly another's */
+        size_t line_end = (at / KSDS_LINE + 1) * KSDS_LINE;
+        size_t upto = fill < line_end ? fill : line_end;
+        memcpy(s->start + at, s->stage + at, upto - at);
+        at = upto;
+    }
+    size_t whole_end = (fill / KSDS_LINE) * KSDS_LINE;
+    for (; at < whole_end; at += KSDS_LINE) {
+        const __m128i *from = (const __m128i *)(s->stage + at);
+        __m128i *to = (__m128i *)(s->start + at);
+        _mm_stream_si128(to, _mm_load_si128(from));
+        _mm_stream_si128(to + 1, _mm_load_si128(from + 1));
+        _mm_stream_si128(to + 2, _mm_load_si128(from + 2));
+        _mm_stream_si128(to + 3, _mm_load_si128(from + 3));
+    }
+#endif
+    if (at < fill) memcpy(s->start + at, s->stage + at, fill - at); /* the last, part line */
+    s->lead = s->fill = 0;
+}
+
+static void ksds_stager_close(ksds_stager *s);
+
+/* Append m bytes bound for output address `to`. */
+static inline void ksds_stager_put(ksds_stager *s, uint8_t *to, const uint8_t *from, size_t m) {
+    if (s->active && to != s->start + s->fill) ksds_stager_close(s); /* a jump */
+    if (!s->active) {
+        size_t lead = (size_t)((uintptr_t)to % KSDS_LINE);
+        s->start = to - lead;
+        s->lead = s->fill = lead;
+        s->active = 1;
+    }
+    while (m) {
+        size_t room = KSDS_STAGE - s->fill;
+        size_t k = m < room ? m : room;
+        memcpy(s->stage + s->fill, from, k);
+        s->fill += k;
+        from += k;
+        m -= k;
+        if (s->fill == KSDS_STAGE) {
+            ksds_stager_flush(s);
+            s->start += KSDS_STAGE;
+        }
+    }
+}
+
+/* Close the stager; makes the streamed stores visible before later stores (SFENCE). */
+static void ksds_stager_close(ksds_stager *s) {
+    ksds_stager_flush(s);
+    s->active = 0;
+#if KSDS_STREAM
+    _mm_sfence();
+#endif
+}
+
+/* Copy the slices [p[i], p[i] + ln[i]) of the sources (src1's positions follow src0's) to out +
+ * off[i]; ln[i] <= 0 copies nothing. A slice outside its sources is zeroed and one outside the
+ * output skipped; returns how many were either. `stream`: through the stager (see above). */
+static int64_t ksds_gather(uint8_t *out, int64_t size, const uint8_t *in0, int64_t len0,
+                           const uint8_t *in1, int64_t len1, const int64_t *p,
+                           const int64_t *ln, const int32_t *off, int64_t n, int stream) {
+    int64_t bad = 0;
+    ksds_stager stager;
+    stager.active = 0;
+    stream = stream && KSDS_STREAM;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t m = ln[i];
+        if (m <= 0) continue;
+        int64_t o = off[i], q = p[i];
+        const uint8_t *from;
+        if (o < 0 || o + m > size) {
+            bad++;
+            continue;
+        }
+        if (q >= 0 && q + m <= len0) {
+            from = in0 + q;
+        } else if (len0 <= q && q - len0 + m <= len1) {
+            from = in1 + (q - len0);
+        } else {
+            if (stream) ksds_stager_close(&stager);
+            memset(out + o, 0, (size_t)m);
+            bad++;
+            continue;
+        }
+        if (stream)
+            ksds_stager_put(&stager, out + o, from, (size_t)m);
+        else
+            memcpy(out + o, from, (size_t)m);
+    }
+    if (stream) ksds_stager_close(&stager);
+    return bad;
+}
+
+#endif
