@@ -218,6 +218,33 @@ def test_streaming_gather_agrees_and_writes_only_its_slices(
 
 
 @compiled_only
+@pytest.mark.parametrize("streaming", [False, True])
+def test_gather_copies_every_short_length_exactly(
+    streaming: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slices of every length 0-200 (the inline copy of short ones, its overlapping tail
+    pieces, and memcpy past it), ending at either source's last byte and starting at
+    src1's first, on the plain and the streaming path: exactly the slices' bytes, nothing
+    written before or after the output."""
+    from kafka_segments_ds.records import _kernels
+
+    monkeypatch.setattr(_kernels, "STREAM_MIN_BYTES", 1 if streaming else 1 << 62)
+    rng = np.random.default_rng(7)
+    src0 = rng.integers(0, 256, 5000, dtype=np.uint8)
+    src1 = rng.integers(0, 256, 3000, dtype=np.uint8)
+    both = np.concatenate([src0, src1])
+    for m in range(201):
+        pos = np.array([5000 - m, 5000, 8000 - m, 13, 5001, 0], np.int64)
+        length = np.full(pos.shape[0], m, np.int64)
+        offsets = np.arange(pos.shape[0], dtype=np.int32) * m
+        whole = np.full(pos.shape[0] * m + 128, 0xAB, np.uint8)
+        out = whole[64 : 64 + pos.shape[0] * m]
+        assert _kernels.gather_into(src0, src1, pos, length, offsets, out) == 0
+        assert out.tobytes() == b"".join(both[p : p + m].tobytes() for p in pos.tolist()), m
+        assert (whole[:64] == 0xAB).all() and (whole[64 + out.shape[0] :] == 0xAB).all(), m
+
+
+@compiled_only
 @settings(max_examples=60)
 @given(st.lists(st.binary(max_size=30), min_size=1, max_size=20))
 def test_murmur2_agrees(keys: list[bytes]) -> None:

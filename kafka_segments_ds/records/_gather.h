@@ -28,6 +28,7 @@
 
 #define KSDS_LINE 64
 #define KSDS_STAGE 4096 /* a multiple of KSDS_LINE */
+#define KSDS_SMALL 128  /* slices up to this long are copied inline (ksds_copy_small) */
 
 typedef struct {
     uint8_t *start; /* the output address stage[0] stands for: line-aligned */
@@ -40,6 +41,37 @@ typedef struct {
     uint8_t stage[KSDS_STAGE];
 #endif
 } ksds_stager;
+
+/* Copy m <= KSDS_SMALL bytes exactly (nothing read or written outside the two ranges), inline:
+ * a key or a 100-byte value costs less than a call to memcpy. Overlapping pieces cover the
+ * tail; the ranges must not overlap. */
+static inline void ksds_copy_small(uint8_t *to, const uint8_t *from, size_t m) {
+    if (m >= 16) {
+#if KSDS_STREAM
+        size_t k = 0;
+        for (; k + 16 < m; k += 16)
+            _mm_storeu_si128((__m128i *)(to + k), _mm_loadu_si128((const __m128i *)(from + k)));
+        _mm_storeu_si128((__m128i *)(to + m - 16),
+                         _mm_loadu_si128((const __m128i *)(from + m - 16)));
+#else
+        memcpy(to, from, m);
+#endif
+    } else if (m >= 8) {
+        uint64_t a, b;
+        memcpy(&a, from, 8);
+        memcpy(&b, from + m - 8, 8);
+        memcpy(to, &a, 8);
+        memcpy(to + m - 8, &b, 8);
+    } else if (m >= 4) {
+        uint32_t a, b;
+        memcpy(&a, from, 4);
+        memcpy(&b, from + m - 4, 4);
+        memcpy(to, &a, 4);
+        memcpy(to + m - 4, &b, 4);
+    } else {
+        for (size_t k = 0; k < m; k++) to[k] = from[k];
+    }
+}
 
 /* Write stage bytes [lead, fill) to their output: whole lines streamed, a part line plainly. */
 static void ksds_stager_flush(ksds_stager *s) {
@@ -76,6 +108,11 @@ static inline void ksds_stager_put(ksds_stager *s, uint8_t *to, const uint8_t *f
         s->start = to - lead;
         s->lead = s->fill = lead;
         s->active = 1;
+    }
+    if (m <= KSDS_SMALL && s->fill + m < KSDS_STAGE) {
+        ksds_copy_small(s->stage + s->fill, from, m);
+        s->fill += m;
+        return;
     }
     while (m) {
         size_t room = KSDS_STAGE - s->fill;
@@ -131,6 +168,8 @@ static int64_t ksds_gather(uint8_t *out, int64_t size, const uint8_t *in0, int64
         }
         if (stream)
             ksds_stager_put(&stager, out + o, from, (size_t)m);
+        else if (m <= KSDS_SMALL)
+            ksds_copy_small(out + o, from, (size_t)m);
         else
             memcpy(out + o, from, (size_t)m);
     }
