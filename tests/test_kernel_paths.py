@@ -179,8 +179,8 @@ def test_streaming_gather_agrees_and_writes_only_its_slices(
     non-temporal stores, part lines plainly) against the pure-Python gather: the same bytes in
     the slices, nulls and bad slices as the contract says, and every byte outside the slices
     untouched (a part line another thread writes must not be overwritten), with the output
-    starting off a line boundary, gaps in the output offsets, and the rows split in two calls
-    (as between threads)."""
+    starting off a line boundary, gaps in the output offsets, slices longer than the stage, one
+    past the output's end, and the rows split in two calls (as between threads)."""
     from kafka_segments_ds.records import _kernels
 
     rng = np.random.default_rng(seed)
@@ -194,25 +194,30 @@ def test_streaming_gather_agrees_and_writes_only_its_slices(
         rng.integers(src0.shape[0], src0.shape[0] + src1.shape[0] - 150, n),
         rng.integers(0, src0.shape[0] - 150, n),
     ).astype(np.int64)
-    bad_rows = rng.choice(n, 5, replace=False)
+    special = rng.choice(n - 1, 9, replace=False)
+    bad_rows, long_rows, outside = special[:5], special[5:8], special[8]
     length[bad_rows] = 50
     pos[bad_rows[:3]] = src0.shape[0] - 10  # straddles the two sources: zeroed
     pos[bad_rows[3:]] = -5
+    length[long_rows] = 9_000  # one slice across several flushes of the 4 KiB stage
+    pos[long_rows] = rng.integers(0, src0.shape[0] - 9_000, 3)
+    length[outside] = 50
     gaps = np.zeros(n, np.int64)
     gaps[rng.choice(n, jumps, replace=False)] = rng.integers(1, 200, jumps)
     offsets = (np.cumsum(np.maximum(length, 0) + gaps) - np.maximum(length, 0)).astype(np.int32)
     size = int(offsets[-1] + max(length[-1], 0)) + 100
+    offsets[outside] = size - 10  # runs past the output's end: skipped
     assert size >= _kernels.STREAM_MIN_BYTES
     whole = np.full(size + 128, 0xAB, np.uint8)
     out = whole[misalign : misalign + size]
     expected = np.full(size, 0xAB, np.uint8)
-    assert K.PURE_PYTHON["gather_into"](src0, src1, pos, length, offsets, expected) == 5
+    assert K.PURE_PYTHON["gather_into"](src0, src1, pos, length, offsets, expected) == 6
     cuts = [0, n // 2 + int(rng.integers(0, 100)), n] if split else [0, n]
     bad = sum(
         _kernels.gather_into(src0, src1, pos[a:b], length[a:b], offsets[a:b], out)
         for a, b in itertools.pairwise(cuts)
     )
-    assert bad == 5
+    assert bad == 6
     assert np.array_equal(out, expected)
     assert (whole[:misalign] == 0xAB).all() and (whole[misalign + size :] == 0xAB).all()
 

@@ -88,10 +88,12 @@ static void ksds_stager_flush(ksds_stager *s) {
     for (; at < whole_end; at += KSDS_LINE) {
         const __m128i *from = (const __m128i *)(s->stage + at);
         __m128i *to = (__m128i *)(s->start + at);
-        _mm_stream_si128(to, _mm_load_si128(from));
-        _mm_stream_si128(to + 1, _mm_load_si128(from + 1));
-        _mm_stream_si128(to + 2, _mm_load_si128(from + 2));
-        _mm_stream_si128(to + 3, _mm_load_si128(from + 3));
+        /* unaligned loads: as fast on aligned data, and the stage's alignment is a GCC/Clang
+         * attribute only */
+        _mm_stream_si128(to, _mm_loadu_si128(from));
+        _mm_stream_si128(to + 1, _mm_loadu_si128(from + 1));
+        _mm_stream_si128(to + 2, _mm_loadu_si128(from + 2));
+        _mm_stream_si128(to + 3, _mm_loadu_si128(from + 3));
     }
 #endif
     if (at < fill) memcpy(s->start + at, s->stage + at, fill - at); /* the last, part line */
