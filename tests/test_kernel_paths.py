@@ -449,3 +449,44 @@ def test_a_last_offset_past_the_int64_range_wraps_on_both_paths(path: str) -> No
     head = decode_entry_head(buf, 0)
     assert head is not None
     assert (head.offset, head.last_offset) == (2**63 - 1, -(2**63) + 4)
+
+
+@compiled_only
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore/madvise: Linux")
+def test_populate_maps_pages_and_changes_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefaulting a fresh buffer's back half (populate, and prefault_back_half on the kernels'
+    pool) maps its pages and leaves every byte as it was: pages written before keep their bytes,
+    the others stay zero."""
+    import mmap
+
+    from kafka_segments_ds.records import _kernels
+
+    size = 8 << 20
+    region = mmap.mmap(-1, size)  # anonymous: no page mapped until touched
+    data = np.frombuffer(region, np.uint8)
+    page = mmap.PAGESIZE
+    written = np.arange(0, size, 3 * page)
+    data[written] = 0x5A
+    assert _kernels.mapped(data, page) is False
+    assert _kernels.populate(data, 0, size // 4) is True
+    assert _kernels.mapped(data, page) is True
+    assert _kernels.populate(data, 10, 20) is False  # no whole page inside
+    with pytest.raises(ValueError):
+        _kernels.populate(data, 0, size + 1)
+
+    monkeypatch.setattr(K, "MAX_THREADS", 2)
+    K.use_threads(0)  # this thread's next kernel calls: one thread each
+    half = size // 2
+    assert _kernels.mapped(data, half) is False
+    settle = K.prefault_back_half(data)
+    assert settle is not None
+    settle()  # waits for the helper, or calls it off if it has not started
+    expected = np.zeros(size, np.uint8)
+    expected[written] = 0x5A
+    assert np.array_equal(data, expected)
+    assert K.prefault_back_half(data[: 1 << 19]) is None  # below PREFAULT_MIN_BYTES
+    monkeypatch.setattr(K, "MAX_THREADS", 1)
+    fresh = np.frombuffer(mmap.mmap(-1, size), np.uint8)
+    assert K.prefault_back_half(fresh) is None  # no thread to spare
+    del data
+    region.close()

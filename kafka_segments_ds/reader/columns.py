@@ -206,7 +206,11 @@ def binary_column(
         size = K.binary_offsets(length[lo:hi], offsets)
         data_buf, data = _allocate(size, np.uint8)
         K.use_threads(size)
-        if K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data):
+        settle = K.prefault_back_half(data)
+        bad = K.gather_into(window, arena, pos[lo:hi], length[lo:hi], offsets, data)
+        if settle is not None:
+            settle()
+        if bad:
             raise AssertionError("decoded slice outside its buffer")  # a decoder bug, not data
         pieces.append(
             pa.Array.from_buffers(

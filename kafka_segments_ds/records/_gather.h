@@ -179,4 +179,52 @@ static int64_t ksds_gather(uint8_t *out, int64_t size, const uint8_t *in0, int64
     return bad;
 }
 
+/* Fresh output memory: a new process's first read writes ~150 MB of Arrow buffers the kernel has
+ * not mapped yet, and each first touch of a page is a fault (on a VM whose host takes freed memory
+ * back, a slow one). ksds_populate faults the whole pages of a range in, writable, without
+ * changing a byte (Linux 5.14+ MADV_POPULATE_WRITE), so another thread can take half of a
+ * buffer's faults while the gather writes the other half; ksds_mapped says whether the page
+ * holding an address is mapped already (mincore), to skip that where the pool reuses memory. */
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+static long ksds_page_size(void) {
+#if defined(__linux__)
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? page : 4096;
+#else
+    return 4096;
+#endif
+}
+
+/* 1 if the range's whole pages were faulted in, 0 if none or the kernel cannot. */
+static int ksds_populate(uint8_t *start, size_t length) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    uintptr_t page = (uintptr_t)ksds_page_size();
+    uintptr_t from = ((uintptr_t)start + page - 1) & ~(page - 1);
+    uintptr_t to = ((uintptr_t)start + length) & ~(page - 1);
+    if (to <= from) return 0;
+    return madvise((void *)from, to - from, MADV_POPULATE_WRITE) == 0;
+#else
+    (void)start;
+    (void)length;
+    return 0;
+#endif
+}
+
+/* 1 if the page holding `at` is mapped, 0 if not, -1 if unknown. */
+static int ksds_mapped(const uint8_t *at) {
+#if defined(__linux__)
+    uintptr_t page = (uintptr_t)ksds_page_size();
+    unsigned char present = 0;
+    if (mincore((void *)((uintptr_t)at & ~(page - 1)), 1, &present) != 0) return -1;
+    return present & 1;
+#else
+    (void)at;
+    return -1;
+#endif
+}
+
 #endif

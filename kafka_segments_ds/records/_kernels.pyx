@@ -353,6 +353,8 @@ cdef extern from "_gather.h" nogil:
     int64_t ksds_gather(uint8_t *out, int64_t size, const uint8_t *in0, int64_t len0,
                         const uint8_t *in1, int64_t len1, const int64_t *p, const int64_t *ln,
                         const int32_t *off, int64_t n, int stream)
+    int ksds_populate(uint8_t *start, size_t length)
+    int ksds_mapped(const uint8_t *at)
 
 # Outputs from this size up are written with non-temporal stores (see _gather.h): smaller ones
 # may still be in the cache when they are read next.
@@ -384,6 +386,29 @@ def gather_into(
     with nogil:
         bad = ksds_gather(out, size, in0, len0, in1, len1, &p[0], &ln[0], &off[0], n, stream)
     return bad
+
+
+def populate(uint8_t[::1] data, Py_ssize_t start, Py_ssize_t stop):
+    """Fault the whole pages of ``data[start:stop]`` in, writable, changing no byte (GIL
+    released); False where the kernel cannot (not Linux 5.14+) or the range holds no whole
+    page."""
+    if not 0 <= start <= stop <= data.shape[0]:
+        raise ValueError(f"range [{start}, {stop}) outside a buffer of {data.shape[0]} bytes")
+    if start == stop:
+        return False
+    cdef int done
+    cdef uint8_t *at = &data[start]
+    with nogil:
+        done = ksds_populate(at, <size_t>(stop - start))
+    return done == 1
+
+
+def mapped(const uint8_t[::1] data, Py_ssize_t at):
+    """Whether the page holding ``data[at]`` is mapped (None: unknown)."""
+    if not 0 <= at < data.shape[0]:
+        raise ValueError(f"position {at} outside a buffer of {data.shape[0]} bytes")
+    cdef int state = ksds_mapped(&data[at])
+    return None if state < 0 else state == 1
 
 
 def find_entry_candidate(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t limit):

@@ -80,11 +80,31 @@ def _threads() -> int:
     return getattr(_LOCAL, "threads", 1)
 
 
-def _in_parallel(kernel: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> list[Any]:
-    """Run ``kernel(*job)`` for each job on the shared pool (the kernels drop the GIL)."""
+def _pool() -> ThreadPoolExecutor:
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="ksds-kernel"))
-    return [f.result() for f in [_POOL[0].submit(kernel, *job) for job in jobs]]
+    return _POOL[0]
+
+
+def _in_parallel(kernel: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> list[Any]:
+    """Run ``kernel(*job)`` for each job on the shared pool (the kernels drop the GIL)."""
+    pool = _pool()
+    return [f.result() for f in [pool.submit(kernel, *job) for job in jobs]]
+
+
+PREFAULT_MIN_BYTES = 1 << 20  # output buffers from this size up may be prefaulted
+
+
+def prefault_back_half(data: np.ndarray) -> Callable[[], None] | None:
+    """Start faulting in the back half of a new output buffer on the kernels' pool, while the
+    caller writes it from the front; returns what to call once the caller is done (it waits for
+    the helper, or calls it off if it has not started), or None when nothing was started.
+
+    Only where it pays: a buffer of at least PREFAULT_MIN_BYTES whose memory is not mapped yet
+    (a process's first read: Arrow's pool has nothing to reuse, and every page is a fault), with
+    threads to spare (not KAFKA_SEGMENTS_DS_THREADS=1, not a one-CPU Spark task, not a job already
+    split between threads). The pure-Python path does nothing."""
+    return None
 
 
 # Framing outcomes of hop_entries.
@@ -506,6 +526,24 @@ if _compiled is not None:
             for lo, hi in itertools.pairwise(bounds)
         ]
         return sum(_in_parallel(_gather_serial, jobs))
+
+    _mapped = _compiled.mapped
+    _populate = _compiled.populate
+
+    def prefault_back_half(data: np.ndarray) -> Callable[[], None] | None:
+        size = data.shape[0]
+        if size < PREFAULT_MIN_BYTES or MAX_THREADS < 2 or _threads() > 1:
+            return None
+        half = size // 2
+        if _mapped(data, half) is not False:
+            return None
+        future = _pool().submit(_populate, data, half, size)
+
+        def settle() -> None:
+            if not future.cancel():
+                future.result()
+
+        return settle
 
     find_entry_candidate = _compiled.find_entry_candidate
     entry_last_offsets = _compiled.entry_last_offsets
