@@ -182,12 +182,16 @@ static int64_t ksds_gather(uint8_t *out, int64_t size, const uint8_t *in0, int64
 /* Fresh output memory: a new process's first read writes ~150 MB of Arrow buffers the kernel has
  * not mapped yet, and each first touch of a page is a fault (on a VM whose host takes freed memory
  * back, a slow one). ksds_populate faults the whole pages of a range in, writable, without
- * changing a byte (Linux 5.14+ MADV_POPULATE_WRITE), so another thread can take half of a
- * buffer's faults while the gather writes the other half; ksds_mapped says whether the page
- * holding an address is mapped already (mincore), to skip that where the pool reuses memory. */
+ * changing a byte (MADV_POPULATE_WRITE, Linux 5.14+; an older kernel refuses it), so another
+ * thread can take half of a buffer's faults while the gather writes the other half; ksds_mapped
+ * says whether the page holding an address is mapped already (mincore), to skip that where the
+ * pool reuses memory. */
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14's value; headers before glibc 2.35 lack it */
+#endif
 #endif
 
 static long ksds_page_size(void) {
@@ -201,7 +205,7 @@ static long ksds_page_size(void) {
 
 /* 1 if the range's whole pages were faulted in, 0 if none or the kernel cannot. */
 static int ksds_populate(uint8_t *start, size_t length) {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+#if defined(__linux__)
     uintptr_t page = (uintptr_t)ksds_page_size();
     uintptr_t from = ((uintptr_t)start + page - 1) & ~(page - 1);
     uintptr_t to = ((uintptr_t)start + length) & ~(page - 1);

@@ -537,7 +537,10 @@ if _compiled is not None:
         half = size // 2
         if _mapped(data, half) is not False:
             return None
-        future = _pool().submit(_populate, data, half, size)
+        try:
+            future = _pool().submit(_populate, data, half, size)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            return None
 
         def settle() -> None:
             if not future.cancel():
