@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
+from pathlib import Path
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -55,8 +58,25 @@ EXTENSIONS = [
     ),
 ]
 
+
+def _built_in_place() -> bool:
+    """Whether every kernel is already compiled in this tree for this interpreter (an in-place
+    build: ``pip install -e .`` or ``build_ext --inplace`` by a venv of the same Python)."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    return all(Path(e.name.replace(".", "/") + suffix).is_file() for e in EXTENSIONS)
+
+
+# KAFKA_SEGMENTS_DS_REUSE_INPLACE_KERNELS=1: an editable install into another venv of the same
+# Python reuses the kernels an earlier editable install compiled into this tree instead of
+# compiling them again (scripts/spark_matrix.sh: three venvs, a minute and a half each). Only
+# when all of them are here; the venv's own check (kernels.COMPILED) proves they load. Not for
+# wheels: a wheel built with it would hold no kernels.
+REUSE = os.environ.get("KAFKA_SEGMENTS_DS_REUSE_INPLACE_KERNELS") == "1" and _built_in_place()
+
 setup(
-    ext_modules=cythonize(
+    ext_modules=[]
+    if REUSE
+    else cythonize(
         EXTENSIONS,
         compiler_directives={"language_level": "3"},
         include_path=["."],

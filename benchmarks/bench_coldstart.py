@@ -122,7 +122,11 @@ def measure(label: str, source: Path, data: Path, segment: Path, args: argparse.
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--source", default=str(ROOT), help="tree to install (default: this one)")
+    parser.add_argument(
+        "--source",
+        default=str(ROOT),
+        help="tree (default: this one) or built wheel to install",
+    )
     parser.add_argument(
         "--baseline",
         help="a second tree measured the same way, e.g. a checkout "
@@ -136,7 +140,7 @@ def main(argv: list[str]) -> int:
         data = Path(tmp) / "demo"
         segment = sample_data(data)
         print(f"segment: {segment.name} of {segment.parent.name}, {segment.stat().st_size:,} bytes")
-        measure("this tree", Path(args.source).resolve(), data, segment, args)
+        measure("this build", Path(args.source).resolve(), data, segment, args)
         if args.baseline:
             measure("baseline", Path(args.baseline).resolve(), data, segment, args)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")

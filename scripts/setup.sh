@@ -11,7 +11,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+# --no-compile: pip would write .pyc files for every module of every dependency (half a minute);
+# Python writes them for the modules actually imported, on first import.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile \
     -e ".[spark,test,tiered,schemas,dev]"
 # Spark finds the data source by listing top-level modules (pkgutil.iter_modules), which the
 # import hook of an editable install hides: a .pth file puts the checkout itself on sys.path (what

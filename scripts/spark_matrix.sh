@@ -24,8 +24,15 @@ for version in $PYSPARK_VERSIONS; do
     fi
     PIP=("$VENV/bin/python" -m pip --quiet --disable-pip-version-check)
     "${PIP[@]}" install --upgrade pip
-    "${PIP[@]}" install -e ".[spark,test,tiered]" "pyspark==$version"
+    # The kernels scripts/setup.sh compiled into this tree serve every venv of the same Python:
+    # no second build (setup.py), and the check below proves they load here. --no-compile: no
+    # .pyc for every module of every dependency up front (half a minute a venv); Python writes
+    # them for the modules the tests import, on first import.
+    KAFKA_SEGMENTS_DS_REUSE_INPLACE_KERNELS=1 "${PIP[@]}" install --no-compile \
+        -e ".[spark,test,tiered]" "pyspark==$version"
     bash scripts/checkout_on_path.sh "$VENV"
+    "$VENV/bin/python" -W error::RuntimeWarning -c \
+        "from kafka_segments_ds.records import kernels as k; assert k.COMPILED"
     "$VENV/bin/python" - "$version" <<'PY'
 import sys
 

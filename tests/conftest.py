@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,40 @@ settings.load_profile(
 SAMPLE_RECORDS_PER_PARTITION = 800
 SAMPLE_SEGMENT_BYTES = 12000
 INDEX_SUFFIXES = (".index", ".timeindex")
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist and the repaired wheel ``scripts/build_wheel.sh`` makes, built once for the
+    session (tests/test_packaging.py checks them; the bench_coldstart smoke run installs the
+    wheel), or those already built into the directory ``KSD_DIST`` names."""
+    if os.environ.get("KSD_DIST"):
+        return Path(os.environ["KSD_DIST"])
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("building the wheel needs a C compiler")
+    out = tmp_path_factory.mktemp("dist")
+    env = dict(os.environ)
+    env.pop("KAFKA_SEGMENTS_DS_PURE_PYTHON", None)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        ["bash", str(root / "scripts" / "build_wheel.sh"), str(out)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"build_wheel.sh exited {done.returncode}:\n{done.stderr[-6000:]}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def wheel(dist: Path) -> Path:
+    """The repaired wheel of :func:`dist`."""
+    wheels = list(dist.glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
 
 
 @pytest.fixture(scope="session")

@@ -87,10 +87,11 @@ CASES: dict[str, tuple[str, list[str], list[str]]] = {
         ["--repeat", "1", "--mb", "8", "--release-gb", "0.05", "--wait", "0"],
         ["after a release: writing 8 MB", "4 KiB pages       median"],
     ),
-    # installs the package into a fresh venv (a wheel build: about a minute)
+    # installs the session's wheel (the ``wheel`` fixture, built once for test_packaging.py too)
+    # into a fresh venv
     "coldstart": (
         "bench_coldstart.py",
-        ["--no-spark", "--repeat", "1"],
+        ["--no-spark", "--repeat", "1", "--source", "{wheel}"],
         ["dump --limit 3   first"],
     ),
 }
@@ -176,8 +177,12 @@ def test_every_benchmark_has_a_smoke_run() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_benchmark_runs(name: str, tmp_path: Path) -> None:
-    run_benchmark(CASES[name], tmp_path)
+def test_benchmark_runs(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    script, arguments, expected = CASES[name]
+    if "{wheel}" in arguments:
+        built = str(request.getfixturevalue("wheel"))
+        arguments = [a.replace("{wheel}", built) for a in arguments]
+    run_benchmark((script, arguments, expected), tmp_path)
 
 
 @pytest.mark.spark

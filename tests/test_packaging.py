@@ -2,8 +2,9 @@
 and the wheel installed as users install it: with no pyspark (the Arrow API and the CLI), and
 beside a pyspark a platform installed first (left untouched).
 
-The wheel is built once per session (``python -m build`` + ``auditwheel repair``, a minute or
-more: the kernels compile) unless ``KSD_DIST`` names a directory it was built into. The venvs
+The wheel is built once per session (the ``dist`` fixture of tests/conftest.py: ``python -m
+build`` + ``auditwheel repair``, a minute or more: the kernels compile) unless ``KSD_DIST`` names a
+directory it was built into. The venvs
 install from pip's cache with no compiler: ``CC=/bin/false`` and binary packages only, so
 nothing can be built.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -47,26 +47,6 @@ def _run(args: list[str | Path], **kwargs: object) -> subprocess.CompletedProces
             f"{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-6000:]}"
         )
     return done
-
-
-@pytest.fixture(scope="session")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist and the repaired wheel, built once for the session (or those already built
-    into the directory ``KSD_DIST`` names, by ``scripts/build_wheel.sh DIR``)."""
-    if os.environ.get("KSD_DIST"):
-        return Path(os.environ["KSD_DIST"])
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        pytest.skip("building the wheel needs a C compiler")
-    out = tmp_path_factory.mktemp("dist")
-    _run(["bash", ROOT / "scripts" / "build_wheel.sh", out], cwd=ROOT)
-    return out
-
-
-@pytest.fixture(scope="session")
-def wheel(dist: Path) -> Path:
-    wheels = list(dist.glob("*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
 
 
 def _no_build_env() -> dict[str, str]:
