@@ -61,17 +61,31 @@ EXTENSIONS = [
 
 def _built_in_place() -> bool:
     """Whether every kernel is already compiled in this tree for this interpreter (an in-place
-    build: ``pip install -e .`` or ``build_ext --inplace`` by a venv of the same Python)."""
+    build: ``pip install -e .`` or ``build_ext --inplace`` by a venv of the same Python), and
+    newer than each of its sources."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    return all(Path(e.name.replace(".", "/") + suffix).is_file() for e in EXTENSIONS)
+    for extension in EXTENSIONS:
+        built = Path(extension.name.replace(".", "/") + suffix)
+        sources = [Path(f) for f in (*extension.sources, *extension.depends)]
+        if not built.is_file() or any(
+            f.stat().st_mtime > built.stat().st_mtime for f in sources if f.is_file()
+        ):
+            return False
+    return True
 
 
 # KAFKA_SEGMENTS_DS_REUSE_INPLACE_KERNELS=1: an editable install into another venv of the same
 # Python reuses the kernels an earlier editable install compiled into this tree instead of
-# compiling them again (scripts/spark_matrix.sh: three venvs, a minute and a half each). Only
-# when all of them are here; the venv's own check (kernels.COMPILED) proves they load. Not for
-# wheels: a wheel built with it would hold no kernels.
-REUSE = os.environ.get("KAFKA_SEGMENTS_DS_REUSE_INPLACE_KERNELS") == "1" and _built_in_place()
+# translating and compiling them again (scripts/spark_matrix.sh: three venvs). Only when all of
+# them are here and newer than their sources, and never for a command that builds binaries
+# (a wheel would hold no kernels); the venv's own check (each kernel module's COMPILED) proves
+# they load. pip runs this file for the build's requirements and metadata, then for
+# editable_wheel.
+REUSE = (
+    os.environ.get("KAFKA_SEGMENTS_DS_REUSE_INPLACE_KERNELS") == "1"
+    and not {"bdist_wheel", "bdist", "build", "build_ext", "install"} & set(sys.argv)
+    and _built_in_place()
+)
 
 setup(
     ext_modules=[]

@@ -1,8 +1,8 @@
 """Cold start: the first command after a fresh, non-editable install vs the same command again.
 
-For each source tree (this checkout, and optionally a baseline measured in the same run, e.g. a
-checkout from before the kernels were compiled ahead of time, when they were JIT-compiled on
-first use):
+For each build (a source tree or a built wheel: this checkout by default, and optionally a
+baseline measured in the same run, e.g. a checkout from before the kernels were compiled ahead of
+time, when they were JIT-compiled on first use):
 
 1. a new venv in a temp dir, ``pip install <source>`` (non-editable: a built wheel, as a user
    gets it; the pip cache makes this fast);
@@ -14,7 +14,8 @@ first use):
    process (warm); ratio first / warm (target <= 1.5).
 
 The sample data is written by the interpreter running this script, so the fresh venv has run
-nothing before its first command. Run: ``python benchmarks/bench_coldstart.py [--baseline DIR]``.
+nothing before its first command. Run:
+``python benchmarks/bench_coldstart.py [--source DIR|WHEEL] [--baseline DIR]``.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     session (tests/test_packaging.py checks them; the bench_coldstart smoke run installs the
     wheel), or those already built into the directory ``KSD_DIST`` names."""
     if os.environ.get("KSD_DIST"):
-        return Path(os.environ["KSD_DIST"])
+        return Path(os.environ["KSD_DIST"]).resolve()  # the smoke runs start elsewhere
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("building the wheel needs a C compiler")
     out = tmp_path_factory.mktemp("dist")
@@ -77,7 +77,10 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 0, f"build_wheel.sh exited {done.returncode}:\n{done.stderr[-6000:]}"
+    assert done.returncode == 0, (
+        f"build_wheel.sh exited {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n"
+        f"--- stderr\n{done.stderr[-6000:]}"
+    )
     return out
 
 
