@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from kafka_segments_ds.records.builder import (
 )
 from kafka_segments_ds.records.compression import CompressionType
 from kafka_segments_ds.samples import PartitionWriter, write_sample_log_dir
+from tests.release import run_checked
 
 # Shared CI hosts make wall-clock deadlines flaky, and the pure-Python kernel path is slow, so
 # neither profile has a deadline. dev: hypothesis' defaults (random examples, its example
@@ -65,22 +65,8 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("building the wheel needs a C compiler")
     out = tmp_path_factory.mktemp("dist")
-    env = dict(os.environ)
-    env.pop("KAFKA_SEGMENTS_DS_PURE_PYTHON", None)
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
-        ["bash", str(root / "scripts" / "build_wheel.sh"), str(out)],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, (
-        f"build_wheel.sh exited {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n"
-        f"--- stderr\n{done.stderr[-6000:]}"
-    )
+    run_checked(["bash", root / "scripts" / "build_wheel.sh", out], cwd=root)
     return out
 
 

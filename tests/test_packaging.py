@@ -3,10 +3,9 @@ and the wheel installed as users install it: with no pyspark (the Arrow API and 
 beside a pyspark a platform installed first (left untouched).
 
 The wheel is built once per session (the ``dist`` fixture of tests/conftest.py: ``python -m
-build`` + ``auditwheel repair``, a minute or more: the kernels compile) unless ``KSD_DIST`` names a
-directory it was built into. The venvs
-install from pip's cache with no compiler: ``CC=/bin/false`` and binary packages only, so
-nothing can be built.
+build`` + ``auditwheel repair``, a minute or more: the kernels compile) unless ``KSD_DIST`` names
+a directory it was built into. The venvs install from pip's cache with no compiler:
+``CC=/bin/false`` and binary packages only, so nothing can be built.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import tarfile
 import zipfile
@@ -23,30 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.release import run_checked
+
 ROOT = Path(__file__).resolve().parent.parent
-
-INSTALL_TIMEOUT_S = 900
-
-
-def _run(args: list[str | Path], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    # the installed wheel runs its compiled kernels, whatever path the suite itself tests
-    env = dict(kwargs.pop("env", os.environ))  # type: ignore[call-overload]
-    env.pop("KAFKA_SEGMENTS_DS_PURE_PYTHON", None)
-    kwargs["env"] = env
-    done = subprocess.run(
-        [str(a) for a in args],
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        stdin=subprocess.DEVNULL,
-        **kwargs,  # type: ignore[arg-type]
-    )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(map(str, args))} exited {done.returncode}\n--- stdout\n"
-            f"{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-6000:]}"
-        )
-    return done
 
 
 def _no_build_env() -> dict[str, str]:
@@ -57,14 +34,14 @@ def _no_build_env() -> dict[str, str]:
 
 
 def _venv(path: Path) -> Path:
-    _run([sys.executable, "-m", "venv", path])
+    run_checked([sys.executable, "-m", "venv", path])
     return path / "bin" / "python"
 
 
 def _pip_install(python: Path, *args: str | Path, binary_only: bool = True) -> str:
     """pip install, binary packages only by default (a source package would need a build)."""
     only = ["--only-binary", ":all:"] if binary_only else []
-    return _run([python, "-m", "pip", "install", *only, *args], env=_no_build_env()).stdout
+    return run_checked([python, "-m", "pip", "install", *only, *args], env=_no_build_env()).stdout
 
 
 @pytest.mark.slow
@@ -168,11 +145,13 @@ NO_PYSPARK = (
 def test_base_install_reads_writes_and_runs_the_cli_without_pyspark(
     base_venv: Path, tmp_path: Path
 ) -> None:
-    listing = _run([base_venv, "-m", "pip", "list", "--format", "json"]).stdout
+    listing = run_checked([base_venv, "-m", "pip", "list", "--format", "json"]).stdout
     installed = {p["name"].lower() for p in json.loads(listing)}
     assert "kafka-segments-ds" in installed
     assert not installed & {"pyspark", "py4j", "pandas", "cython"}, installed
-    out = _run([base_venv, "-c", BASE_SCRIPT, tmp_path / "logs", tmp_path / "copy"], cwd=tmp_path)
+    out = run_checked(
+        [base_venv, "-c", BASE_SCRIPT, tmp_path / "logs", tmp_path / "copy"], cwd=tmp_path
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {
         "rows": 40,
@@ -189,9 +168,9 @@ def test_base_install_reads_writes_and_runs_the_cli_without_pyspark(
         "spark_loaded": [],
     }
     cli = base_venv.parent / "kafka-segments"
-    stats = _run([cli, "stats", tmp_path / "logs"], cwd=tmp_path).stdout
+    stats = run_checked([cli, "stats", tmp_path / "logs"], cwd=tmp_path).stdout
     assert "orders" in stats
-    dump = _run(
+    dump = run_checked(
         [cli, "dump", tmp_path / "logs" / "orders-0", "--format", "jsonl"], cwd=tmp_path
     ).stdout.splitlines()
     assert [json.loads(line)["offset"] for line in dump] == list(range(20))
@@ -199,7 +178,7 @@ def test_base_install_reads_writes_and_runs_the_cli_without_pyspark(
 
 def _record(python: Path, name: str) -> dict[str, tuple[int, int]]:
     """Every file of an installed distribution (its RECORD) with size and mtime."""
-    out = _run(
+    out = run_checked(
         [
             python,
             "-c",
@@ -242,7 +221,7 @@ def test_install_beside_the_platform_pyspark_leaves_it_untouched(
         log = _pip_install(python, requirement)
         assert _record(python, "pyspark") == before, requirement  # not rewritten
         assert "pyspark" not in log.split("Successfully installed", 1)[-1], log
-    out = _run([python, "-c", "import pyspark_kafkasegments, kafka_segments_ds.datasource"])
+    out = run_checked([python, "-c", "import pyspark_kafkasegments, kafka_segments_ds.datasource"])
     assert out.returncode == 0
 
 
@@ -268,5 +247,5 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark",
 def test_arrow_api_and_cli_never_import_pyspark(tmp_path: Path) -> None:
     """With pyspark installed (as here), reads, writes and the CLI still load none of it: only
     the Spark entry points do (``python -X importtime`` showed it; this keeps it so)."""
-    out = _run([sys.executable, "-c", SPARKLESS_USE], cwd=tmp_path)
+    out = run_checked([sys.executable, "-c", SPARKLESS_USE], cwd=tmp_path)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
